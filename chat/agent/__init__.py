@@ -1,0 +1,17 @@
+"""The pure agent core: no Django imports, unit-testable without a database."""
+
+from .contracts import AgentParameters, DebugRunRequest
+from .messages import ChatMessage, ToolCall
+from .tools import EventAgent, ToolDefinition, ToolRegistry, default_registry, humanize
+
+__all__ = [
+    "AgentParameters",
+    "ChatMessage",
+    "DebugRunRequest",
+    "EventAgent",
+    "ToolCall",
+    "ToolDefinition",
+    "ToolRegistry",
+    "default_registry",
+    "humanize",
+]

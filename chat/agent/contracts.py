@@ -1,0 +1,89 @@
+"""Validated inputs of a run."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from .messages import ChatMessage
+from .tools import ToolRegistry, default_registry
+
+MAX_USER_MESSAGE_CHARS = 32_000
+MAX_EVENT_LOOPS = 50
+
+
+def _registry(info: ValidationInfo) -> ToolRegistry:
+    context = info.context or {}
+    registry = context.get("registry", default_registry)
+    assert isinstance(registry, ToolRegistry)
+    return registry
+
+
+class AgentParameters(BaseModel):
+    """How the agent behaves: a conversation keeps a validated snapshot of these."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str | None = None
+    system_prompts: tuple[str, ...] = ()
+    pre_messages: tuple[ChatMessage, ...] = ()
+    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
+    top_p: Annotated[float, Field(ge=0, le=1)] | None = None
+    max_tokens: Annotated[int, Field(ge=1)] | None = None
+    max_event_loops: Annotated[int, Field(ge=1, le=MAX_EVENT_LOOPS)] = 8
+    enabled_tools: tuple[str, ...] = ()
+
+    @field_validator("pre_messages")
+    @classmethod
+    def _no_tool_pre_messages(cls, value: tuple[ChatMessage, ...]) -> tuple[ChatMessage, ...]:
+        for index, message in enumerate(value):
+            if message.role == "tool":
+                raise ValueError(
+                    f"pre_messages[{index}] has role 'tool': a pre-message cannot answer a tool "
+                    "call; use system, user or assistant"
+                )
+            if message.tool_calls:
+                raise ValueError(
+                    f"pre_messages[{index}] carries tool_calls: a pre-message cannot request "
+                    "tool calls"
+                )
+        return value
+
+    @field_validator("enabled_tools")
+    @classmethod
+    def _tools_exist(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        registry = _registry(info)
+        unknown = [name for name in value if name not in registry]
+        if unknown:
+            known = ", ".join(registry.names()) or "none"
+            raise ValueError(f"unknown tool(s): {', '.join(unknown)} (known: {known})")
+        return tuple(dict.fromkeys(value))
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_defaults=True)
+
+
+class DebugRunRequest(BaseModel):
+    """One user turn: the parameters, the stored history before it, and the new message."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    parameters: AgentParameters = AgentParameters()
+    history: tuple[ChatMessage, ...] = ()
+    user_message: Annotated[str, Field(max_length=MAX_USER_MESSAGE_CHARS)]
+
+    @field_validator("user_message")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("the message is empty")
+        return value
+
+    def messages(self) -> list[ChatMessage]:
+        """The full request history: system prompts, pre-messages, stored history, the user."""
+        result = [ChatMessage(role="system", content=text) for text in self.parameters.system_prompts]
+        result.extend(self.parameters.pre_messages)
+        result.extend(self.history)
+        result.append(ChatMessage(role="user", content=self.user_message))
+        return result

@@ -1,0 +1,126 @@
+"""What a model stream and a run produce, as small immutable values.
+
+`ChatClient.stream()` yields `ModelRequestSent`, text/reasoning deltas, `Usage` and ends with one
+`TurnEnd`. `DebugRuntime.run()` passes those through and adds the step, tool and run events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .messages import ChatMessage, ToolCall
+
+RunStatus = Literal["in_progress", "completed", "failed", "cancelled", "interrupted"]
+ToolCallStatus = Literal["in_progress", "completed", "failed", "cancelled"]
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ReasoningDelta:
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.total_tokens + other.total_tokens,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequestSent:
+    """The provider accepted the request: the exact body sent (no secrets in it)."""
+
+    body: dict[str, Any]
+    status_code: int = 200
+    attempts: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd:
+    """A model turn is over: the assembled assistant message and why it stopped.
+
+    `finish_reason` is None when the turn was cut short by an error; the message then holds what
+    streamed so far (text and reasoning, never half-received tool calls).
+    """
+
+    message: ChatMessage
+    finish_reason: str | None
+    step: int = 0
+
+
+StreamItem = TextDelta | ReasoningDelta | Usage | ModelRequestSent | TurnEnd
+
+
+@dataclass(frozen=True, slots=True)
+class StepStarted:
+    step: int
+    max_steps: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCallFailed:
+    """A model request failed; `message` is the provider's own words, secrets redacted."""
+
+    step: int
+    message: str
+    status_code: int | None = None
+    request_body: dict[str, Any] | None = None
+    attempts: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """The outcome of one tool call; `message` is the tool reply the model will see."""
+
+    tool_call: ToolCall
+    content: str
+    status: Literal["completed", "failed"]
+    error: str | None = None
+    duration: float = 0.0
+
+    @property
+    def message(self) -> ChatMessage:
+        return ChatMessage(role="tool", content=self.content, tool_call_id=self.tool_call.id)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallStarted:
+    tool_call: ToolCall
+    step: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallFinished:
+    result: ToolResult
+    step: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunFinished:
+    status: RunStatus
+    error: str | None = None
+    steps: int = 0
+    usage: Usage = field(default_factory=Usage)
+
+
+RunEvent = (
+    StreamItem
+    | StepStarted
+    | ModelCallFailed
+    | ToolCallStarted
+    | ToolCallFinished
+    | RunFinished
+)

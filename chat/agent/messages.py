@@ -1,0 +1,99 @@
+"""The OpenAI Chat Completions message shapes, as pure values."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, model_validator
+
+Role = Literal["system", "user", "assistant", "tool"]
+ROLES: tuple[Role, ...] = ("system", "user", "assistant", "tool")
+
+EmptyContent = Literal["empty", "null", "omit"]
+"""How a tool-call-only assistant message carries its content: `""`, `null`, or no key.
+
+Providers disagree: some reject `null`, others reject `""`; the default `""` is the one most
+accept.
+"""
+
+
+class ToolCall(BaseModel):
+    """A call the model asked for; `arguments` is the raw JSON string exactly as sent."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    name: str
+    arguments: str = ""
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": self.arguments},
+        }
+
+    @classmethod
+    def from_openai(cls, data: dict[str, Any]) -> ToolCall:
+        function = data.get("function") or {}
+        return cls(
+            id=str(data.get("id") or ""),
+            name=str(function.get("name") or ""),
+            arguments=str(function.get("arguments") or ""),
+        )
+
+
+class ChatMessage(BaseModel):
+    """One provider-facing message. `reasoning` is kept for display, never sent back."""
+
+    model_config = ConfigDict(frozen=True)
+
+    role: Role
+    content: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+    reasoning: str | None = None
+
+    @model_validator(mode="after")
+    def _check_role_fields(self) -> ChatMessage:
+        if self.tool_calls and self.role != "assistant":
+            raise ValueError(f"only assistant messages carry tool_calls, not {self.role!r}")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs the tool_call_id it answers")
+        if self.role != "tool" and self.tool_call_id is not None:
+            raise ValueError(f"only tool messages carry a tool_call_id, not {self.role!r}")
+        return self
+
+    def to_openai(self, *, empty_content: EmptyContent = "empty") -> dict[str, Any]:
+        """Serialise to the request shape: no internal fields, never `tool_calls: []`."""
+        data: dict[str, Any] = {"role": self.role}
+        if self.tool_calls:
+            if self.content:
+                data["content"] = self.content
+            elif empty_content == "empty":
+                data["content"] = ""
+            elif empty_content == "null":
+                data["content"] = None
+            data["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        else:
+            data["content"] = self.content or ""
+        if self.tool_call_id is not None:
+            data["tool_call_id"] = self.tool_call_id
+        return data
+
+    @classmethod
+    def from_openai(cls, data: dict[str, Any]) -> ChatMessage:
+        """Read a message in the OpenAI shape; raises ValueError on an invalid one."""
+        raw_calls = data.get("tool_calls") or []
+        content = data.get("content")
+        if isinstance(content, list):
+            content = "".join(
+                part.get("text", "") for part in content if isinstance(part, dict)
+            )
+        return cls(
+            role=data.get("role"),  # type: ignore[arg-type]
+            content=content,
+            tool_calls=tuple(ToolCall.from_openai(call) for call in raw_calls),
+            tool_call_id=data.get("tool_call_id"),
+            reasoning=data.get("reasoning_content") or data.get("reasoning"),
+        )

@@ -1,0 +1,126 @@
+"""DebugRuntime: the loop between the ChatAgent (a ChatClient) and the EventAgent."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from .clients import ChatClient
+from .contracts import DebugRunRequest
+from .errors import ChatClientError, StreamError
+from .events import (
+    ModelCallFailed,
+    ReasoningDelta,
+    RunEvent,
+    RunFinished,
+    StepStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    ToolResult,
+    TurnEnd,
+    Usage,
+)
+from .messages import ChatMessage
+from .tools import EventAgent, ToolRegistry, default_registry
+
+FINISH_REASON_ERRORS = {
+    "length": "The reply was cut off: the model reached its token limit (finish_reason: length).",
+    "content_filter": "The provider's content filter stopped the reply "
+    "(finish_reason: content_filter).",
+}
+
+
+class DebugRuntime:
+    """Runs one user turn: model turn, tool calls, model turn again, up to max_event_loops.
+
+    `messages` is the provider-facing history as it grows; after every event it is strict-valid
+    except between a `TurnEnd` with tool calls and the last `ToolCallFinished` of that step.
+    """
+
+    def __init__(self, *, client: ChatClient, registry: ToolRegistry = default_registry) -> None:
+        self.client = client
+        self.registry = registry
+        self.messages: list[ChatMessage] = []
+
+    async def run(self, request: DebugRunRequest) -> AsyncIterator[RunEvent]:
+        parameters = request.parameters
+        self.messages = request.messages()
+        tools = self.registry.definitions(parameters.enabled_tools)
+        event_agent = EventAgent(self.registry, parameters.enabled_tools)
+        usage = Usage()
+        max_steps = parameters.max_event_loops
+
+        for step in range(1, max_steps + 1):
+            yield StepStarted(step=step, max_steps=max_steps)
+            text: list[str] = []
+            reasoning: list[str] = []
+            turn: TurnEnd | None = None
+            try:
+                async for item in self.client.stream(
+                    self.messages, tools=tools, parameters=parameters
+                ):
+                    if isinstance(item, TurnEnd):
+                        turn = TurnEnd(item.message, item.finish_reason, step)
+                        continue
+                    if isinstance(item, TextDelta):
+                        text.append(item.text)
+                    elif isinstance(item, ReasoningDelta):
+                        reasoning.append(item.text)
+                    elif isinstance(item, Usage):
+                        usage += item
+                    yield item
+            except ChatClientError as exc:
+                yield ModelCallFailed(
+                    step=step,
+                    message=str(exc),
+                    status_code=exc.status_code,
+                    request_body=exc.request_body,
+                    attempts=exc.attempts,
+                )
+                partial = exc.partial if isinstance(exc, StreamError) else None
+                if partial is None and (text or reasoning):
+                    partial = ChatMessage(
+                        role="assistant",
+                        content="".join(text) or None,
+                        reasoning="".join(reasoning) or None,
+                    )
+                if partial is not None:
+                    self.messages.append(partial)
+                    yield TurnEnd(partial, None, step)
+                yield RunFinished(status="failed", error=str(exc), steps=step, usage=usage)
+                return
+            if turn is None:
+                raise RuntimeError(f"{type(self.client).__name__}.stream() ended without TurnEnd")
+
+            message = turn.message
+            self.messages.append(message)
+            yield turn
+
+            if not message.tool_calls:
+                error = FINISH_REASON_ERRORS.get(turn.finish_reason or "")
+                if error is None and not message.content:
+                    error = "The model returned an empty reply."
+                yield RunFinished(
+                    status="failed" if error else "completed",
+                    error=error,
+                    steps=step,
+                    usage=usage,
+                )
+                return
+
+            for call in message.tool_calls:
+                yield ToolCallStarted(call, step)
+            results: dict[int, ToolResult] = {}
+            async for result in event_agent.stream(message.tool_calls):
+                results[id(result.tool_call)] = result
+                yield ToolCallFinished(result, step)
+            # Replies go in call order, whatever order the tools finished in.
+            self.messages.extend(results[id(call)].message for call in message.tool_calls)
+
+        yield RunFinished(
+            status="failed",
+            error=f"Stopped after {max_steps} model turns (max_event_loops) while the model was "
+            "still calling tools; its tool calls were answered, so the conversation can go on.",
+            steps=max_steps,
+            usage=usage,
+        )

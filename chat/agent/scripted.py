@@ -1,0 +1,211 @@
+"""ScriptedChatClient: the offline default model, and the test double for every model turn."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections import deque
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .clients import build_request_body
+from .contracts import AgentParameters
+from .errors import ChatClientError
+from .events import ModelRequestSent, StreamItem
+from .messages import ChatMessage, ToolCall
+from .stream import ChatCompletionStreamParser
+from .tools import ToolDefinition, humanize
+
+SCRIPTED_MODEL = "scripted"
+SCRIPTED_LABEL = "Scripted model (offline)"
+_WORDS = re.compile(r"\s*\S+\s*|\s+")
+_TIME_ZONE = re.compile(r"\b([A-Z][A-Za-z_]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?)\b")
+
+
+@dataclass(frozen=True)
+class ScriptedTurn:
+    """One canned model turn. `error` is raised after the text has streamed."""
+
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    reasoning: str = ""
+    finish_reason: str | None = None
+    error: ChatClientError | None = None
+    usage: tuple[int, int] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ScriptedChatClient:
+    """A deterministic model that speaks through the same stream parser as a real provider.
+
+    Given `turns`, it plays them in order (for tests). Without, it answers from a small script:
+    it calls the time and handoff-note tools when asked in plain words (both in one turn when
+    asked for both), then answers quoting their results.
+    """
+
+    def __init__(
+        self,
+        turns: Iterable[ScriptedTurn | str] | None = None,
+        *,
+        delay: float = 0.0,
+        model: str = SCRIPTED_MODEL,
+    ) -> None:
+        self.model = model
+        self.label = SCRIPTED_LABEL if model == SCRIPTED_MODEL else f"{model} (scripted)"
+        self.delay = delay
+        self.requests: list[dict[str, Any]] = []
+        self._turns: deque[ScriptedTurn] | None = None
+        if turns is not None:
+            self._turns = deque(
+                ScriptedTurn(text=turn) if isinstance(turn, str) else turn for turn in turns
+            )
+
+    async def aclose(self) -> None:
+        return None
+
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolDefinition] = (),
+        parameters: AgentParameters = AgentParameters(),
+    ) -> AsyncIterator[StreamItem]:
+        body = build_request_body(messages, model=self.model, tools=tools, parameters=parameters)
+        self.requests.append(body)
+        if self._turns is None:
+            turn = respond(messages, [tool.name for tool in tools])
+        elif self._turns:
+            turn = self._turns.popleft()
+        else:
+            raise ChatClientError("the scripted model has no turns left", request_body=body)
+        yield ModelRequestSent(body=body)
+        parser = ChatCompletionStreamParser()
+        for chunk in _chunks(turn, body):
+            for item in parser.feed_chunk(chunk):
+                yield item
+            if self.delay:
+                await asyncio.sleep(self.delay)
+        if turn.error is not None:
+            turn.error.request_body = body
+            raise turn.error
+        yield parser.finish()
+
+    def __repr__(self) -> str:
+        return f"ScriptedChatClient(model={self.model!r})"
+
+
+def respond(messages: Sequence[ChatMessage], offered: Sequence[str]) -> ScriptedTurn:
+    """The offline script: pick tool calls for a user message, or quote the tool replies."""
+    if not messages:
+        return ScriptedTurn(text="Hello! Say something and I will answer.")
+    last = messages[-1]
+    if last.role == "tool":
+        return _quote_tool_replies(messages)
+    prompt = last.content or ""
+    lowered = prompt.lower()
+    wanted: list[tuple[str, dict[str, Any]]] = []
+    if re.search(r"\b(time|clock|date|today)\b", lowered):
+        zone = _TIME_ZONE.search(prompt)
+        wanted.append(("get_current_time", {"timezone": zone.group(1)} if zone else {}))
+    if re.search(r"\b(hand ?off|handover|note)\b", lowered):
+        wanted.append(("handoff_note", {"note": prompt.strip()[:500]}))
+    calls = [(name, args) for name, args in wanted if name in offered]
+    missing = [name for name, _ in wanted if name not in offered]
+    if calls:
+        used = sum(len(message.tool_calls) for message in messages)
+        return ScriptedTurn(
+            tool_calls=tuple(
+                ToolCall(id=f"call_{used + number}", name=name, arguments=json.dumps(args))
+                for number, (name, args) in enumerate(calls, start=1)
+            ),
+            reasoning="The user asked for "
+            + " and ".join(humanize(name).lower() for name, _ in calls)
+            + "; the tools answer that better than I can.",
+        )
+    if missing:
+        names = " and ".join(humanize(name) for name in missing)
+        return ScriptedTurn(
+            text=f"I would use {names} for that, but it is not enabled for this conversation. "
+            "Turn it on in the agent settings and ask again."
+        )
+    return ScriptedTurn(
+        text=f"You said: “{prompt.strip()[:200]}”. I am the scripted model: I run offline and "
+        "answer from a script. Ask me for the time, to leave a handoff note, or both, and I "
+        "will call the tools that are enabled for this conversation."
+    )
+
+
+def _quote_tool_replies(messages: Sequence[ChatMessage]) -> ScriptedTurn:
+    replies: list[ChatMessage] = []
+    for message in reversed(messages):
+        if message.role != "tool":
+            break
+        replies.insert(0, message)
+    names = {
+        call.id: call.name
+        for message in messages
+        if message.role == "assistant"
+        for call in message.tool_calls
+    }
+    lines = [_summarise(names.get(reply.tool_call_id or "", "tool"), reply) for reply in replies]
+    return ScriptedTurn(text="Here is what the tools said:\n\n" + "\n".join(lines))
+
+
+def _summarise(name: str, reply: ChatMessage) -> str:
+    content = reply.content or ""
+    try:
+        data = json.loads(content)
+    except json.JSONDecodeError:
+        data = None
+    label = humanize(name)
+    if isinstance(data, dict) and "error" in data:
+        return f"- {label} failed: {data['error']}"
+    if name == "get_current_time" and isinstance(data, dict):
+        return f"- {label}: it is {data.get('iso')} ({data.get('timezone')})."
+    if name == "handoff_note" and isinstance(data, dict):
+        return f"- {label}: recorded for {data.get('recipient')}: “{data.get('note')}”."
+    return f"- {label}: {content[:300]}"
+
+
+def _chunks(turn: ScriptedTurn, body: dict[str, Any]) -> Iterable[dict[str, Any]]:
+    base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "model": body["model"]}
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+    yield chunk({"role": "assistant", "content": ""})
+    for word in _WORDS.findall(turn.reasoning):
+        yield chunk({"reasoning_content": word})
+    for word in _WORDS.findall(turn.text):
+        yield chunk({"content": word})
+    for index, call in enumerate(turn.tool_calls):
+        head = {"index": index, "id": call.id, "type": "function"}
+        yield chunk({"tool_calls": [{**head, "function": {"name": call.name, "arguments": ""}}]})
+        middle = len(call.arguments) // 2
+        for part in (call.arguments[:middle], call.arguments[middle:]):
+            if part:
+                yield chunk({"tool_calls": [{"index": index, "function": {"arguments": part}}]})
+    if turn.error is not None:
+        return
+    finish_reason = turn.finish_reason or ("tool_calls" if turn.tool_calls else "stop")
+    yield chunk({}, finish_reason)
+    if turn.usage is not None:
+        prompt_tokens, completion_tokens = turn.usage
+    else:
+        prompt_tokens = sum(
+            len((message.get("content") or "").split()) + 4 for message in body["messages"]
+        )
+        completion_tokens = len(_WORDS.findall(turn.text + turn.reasoning)) + 8 * len(
+            turn.tool_calls
+        )
+    yield {
+        **base,
+        "choices": [],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }

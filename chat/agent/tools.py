@@ -1,0 +1,229 @@
+"""Tools the model may call, and EventAgent, which runs them."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field
+
+from .events import ToolResult
+from .messages import ToolCall
+
+ToolHandler = Callable[[dict[str, Any]], Any | Awaitable[Any]]
+DEFAULT_TOOL_TIMEOUT = 30.0
+
+
+def humanize(name: str) -> str:
+    """Display name of a tool: `search_cards` -> "Search cards"."""
+    words = name.replace("-", "_").replace(".", "_").split("_")
+    text = " ".join(word for word in words if word)
+    return text[:1].upper() + text[1:] if text else "Unnamed tool"
+
+
+class ToolDefinition(BaseModel):
+    """What is offered to the model: a name, a description and a JSON Schema for arguments."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: str
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}}
+    )
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    definition: ToolDefinition
+    handler: ToolHandler
+    timeout: float = DEFAULT_TOOL_TIMEOUT
+
+
+class ToolRegistry:
+    """Named tools; other code adds its own with `register`."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def register(
+        self,
+        definition: ToolDefinition,
+        handler: ToolHandler,
+        *,
+        timeout: float = DEFAULT_TOOL_TIMEOUT,
+    ) -> Tool:
+        jsonschema.Draft202012Validator.check_schema(definition.parameters)
+        tool = Tool(definition, handler, timeout)
+        self._tools[definition.name] = tool
+        return tool
+
+    def tool(
+        self, *, name: str, description: str, parameters: dict[str, Any], timeout: float = DEFAULT_TOOL_TIMEOUT
+    ) -> Callable[[ToolHandler], ToolHandler]:
+        """Decorator form of `register`."""
+
+        def decorate(handler: ToolHandler) -> ToolHandler:
+            self.register(
+                ToolDefinition(name=name, description=description, parameters=parameters),
+                handler,
+                timeout=timeout,
+            )
+            return handler
+
+        return decorate
+
+    def unregister(self, name: str) -> None:
+        self._tools.pop(name, None)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def definitions(self, names: Iterable[str]) -> list[ToolDefinition]:
+        return [self._tools[name].definition for name in names if name in self._tools]
+
+
+default_registry = ToolRegistry()
+
+
+@default_registry.tool(
+    name="get_current_time",
+    description="Get the current date and time, optionally in an IANA time zone.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "timezone": {
+                "type": "string",
+                "description": "IANA time zone name such as 'Europe/Paris'. Defaults to UTC.",
+            }
+        },
+        "additionalProperties": False,
+    },
+)
+def get_current_time(arguments: dict[str, Any]) -> dict[str, str]:
+    zone_name = arguments.get("timezone") or "UTC"
+    try:
+        zone = ZoneInfo(zone_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown time zone {zone_name!r}") from None
+    now = datetime.now(UTC).astimezone(zone)
+    return {"timezone": zone_name, "iso": now.isoformat(timespec="seconds")}
+
+
+@default_registry.tool(
+    name="handoff_note",
+    description="Record a handoff note for a human teammate to pick up later.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "note": {"type": "string", "minLength": 1, "description": "What to hand off."},
+            "recipient": {"type": "string", "description": "Who should pick it up."},
+        },
+        "required": ["note"],
+        "additionalProperties": False,
+    },
+)
+def handoff_note(arguments: dict[str, Any]) -> dict[str, str]:
+    return {
+        "status": "recorded",
+        "note": arguments["note"],
+        "recipient": arguments.get("recipient") or "the team",
+    }
+
+
+class EventAgent:
+    """Executes tool calls. Every failure becomes a JSON error reply the model can read."""
+
+    def __init__(self, registry: ToolRegistry, enabled: Iterable[str]) -> None:
+        self.registry = registry
+        self.enabled = frozenset(enabled)
+
+    async def execute(self, call: ToolCall) -> ToolResult:
+        started = time.monotonic()
+        try:
+            content = await self._execute(call)
+        except ToolError as exc:
+            return ToolResult(
+                tool_call=call,
+                content=json.dumps({"error": str(exc)}),
+                status="failed",
+                error=str(exc),
+                duration=time.monotonic() - started,
+            )
+        return ToolResult(
+            tool_call=call, content=content, status="completed", duration=time.monotonic() - started
+        )
+
+    async def handle(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
+        """Run a turn's calls concurrently; the results come back in call order."""
+        return list(await asyncio.gather(*(self.execute(call) for call in calls)))
+
+    async def stream(self, calls: Sequence[ToolCall]) -> AsyncIterator[ToolResult]:
+        """Run a turn's calls concurrently, yielding each result as it finishes."""
+        tasks = [asyncio.ensure_future(self.execute(call)) for call in calls]
+        try:
+            for next_done in asyncio.as_completed(tasks):
+                yield await next_done
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def _execute(self, call: ToolCall) -> str:
+        tool = self.registry.get(call.name)
+        if tool is None or call.name not in self.enabled:
+            offered = ", ".join(sorted(self.enabled)) or "none"
+            raise ToolError(f"tool {call.name!r} is not available (offered: {offered})")
+        try:
+            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ToolError(f"arguments are not valid JSON: {exc}") from None
+        if not isinstance(arguments, dict):
+            raise ToolError("arguments must be a JSON object")
+        try:
+            jsonschema.validate(arguments, tool.definition.parameters)
+        except jsonschema.ValidationError as exc:
+            where = "/".join(str(part) for part in exc.absolute_path)
+            raise ToolError(
+                f"arguments do not match the schema{f' at {where}' if where else ''}: {exc.message}"
+            ) from None
+        try:
+            async with asyncio.timeout(tool.timeout):
+                if inspect.iscoroutinefunction(tool.handler):
+                    value = await tool.handler(arguments)
+                else:
+                    value = await asyncio.to_thread(tool.handler, arguments)
+                    if inspect.isawaitable(value):
+                        value = await value
+        except TimeoutError:
+            raise ToolError(f"tool {call.name!r} timed out after {tool.timeout:g}s") from None
+        except Exception as exc:  # a tool's failure is a result the model sees, not a crash
+            raise ToolError(f"{type(exc).__name__}: {exc}") from exc
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+class ToolError(Exception):
+    """A tool call could not be carried out; its text becomes the error reply."""

@@ -1,0 +1,209 @@
+"""What a conversation with an agent leaves behind: the transcript and every call it made."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from chat.agent.contracts import AgentParameters
+
+
+class RunStatus(models.TextChoices):
+    IN_PROGRESS = "in_progress", "In progress"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    INTERRUPTED = "interrupted", "Interrupted"
+
+
+class ToolCallStatus(models.TextChoices):
+    IN_PROGRESS = "in_progress", "In progress"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class ConversationQuerySet(models.QuerySet["Conversation"]):
+    def for_user(self, user: Any) -> ConversationQuerySet:
+        """The security boundary: a user reaches only their own conversations."""
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(owner=user)
+
+
+class Conversation(models.Model):
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    parameters = models.JSONField(
+        default=dict, blank=True, help_text="Validated AgentParameters snapshot."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+
+    objects = ConversationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.pk}"
+
+    @property
+    def group_name(self) -> str:
+        """The channel layer group every socket watching this conversation joins."""
+        return f"conversation.{self.pk}"
+
+    def agent_parameters(self) -> AgentParameters:
+        return AgentParameters.model_validate(self.parameters or {})
+
+    def set_agent_parameters(self, parameters: AgentParameters) -> None:
+        self.parameters = parameters.to_json()
+
+
+class Run(models.Model):
+    """One agent loop, started by one user message."""
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="runs")
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(
+        max_length=20, choices=RunStatus.choices, default=RunStatus.IN_PROGRESS, db_index=True
+    )
+    model = models.CharField(max_length=200, blank=True)
+    parameters = models.JSONField(default=dict, blank=True)
+    steps = models.PositiveIntegerField(default=0, help_text="Model turns used (event loops).")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveIntegerField(default=0)
+    time_to_first_token = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    duration = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["started_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(status="in_progress"),
+                name="one_run_in_progress_per_conversation",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.pk} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status == RunStatus.IN_PROGRESS
+
+
+class Message(models.Model):
+    """One provider-facing message, in order; the transcript sent back on the next run."""
+
+    class Role(models.TextChoices):
+        SYSTEM = "system", "System"
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+        TOOL = "tool", "Tool"
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    index = models.PositiveIntegerField()
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField(null=True, blank=True)
+    reasoning = models.TextField(blank=True)
+    tool_calls = models.JSONField(
+        default=list, blank=True, help_text="OpenAI shape, on assistant messages."
+    )
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "index"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation", "index"], name="unique_message_index"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.index}"
+
+
+class ToolCall(models.Model):
+    """The execution log of one tool call: pills and the "Looking up" indicator read this."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
+    message = models.ForeignKey(
+        Message,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="tool_call_logs",
+        help_text="The assistant message that asked for the call.",
+    )
+    step = models.PositiveIntegerField(default=0)
+    position = models.PositiveIntegerField(default=0, help_text="Order within its message.")
+    call_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=200, db_index=True)
+    arguments = models.TextField(blank=True, help_text="Raw JSON string as the model sent it.")
+    status = models.CharField(
+        max_length=20,
+        choices=ToolCallStatus.choices,
+        default=ToolCallStatus.IN_PROGRESS,
+        db_index=True,
+    )
+    result = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration = models.FloatField(null=True, blank=True, help_text="Seconds.")
+
+    class Meta:
+        ordering = ["run", "step", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"
+
+    @property
+    def display_name(self) -> str:
+        from chat.agent.tools import humanize
+
+        return humanize(self.name)
+
+
+class ModelCall(models.Model):
+    """One request to the provider: what was sent, what came back, and how long it took."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls")
+    step = models.PositiveIntegerField()
+    model = models.CharField(max_length=200, blank=True)
+    request = models.JSONField(default=dict, help_text="The exact JSON body sent.")
+    http_status = models.PositiveIntegerField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=1)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveIntegerField(default=0)
+    time_to_first_token = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    duration = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "step"]
+
+    def __str__(self) -> str:
+        return f"Model call {self.step} of run {self.run_id}"

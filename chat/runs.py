@@ -1,0 +1,377 @@
+"""Start, execute and cancel runs: the one module that joins the agent core, the database and
+the listeners (terminal, WebSocket group).
+
+A run is its own asyncio task, not tied to the caller: closing a browser tab does not stop it.
+It is persisted per model turn and per tool call, never per token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels.db import database_sync_to_async as sync_to_async
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from chat import agent, transcripts
+from chat.agent import events
+from chat.agent.clients import ChatClient, OpenAICompatibleChatClient
+from chat.agent.runtime import DebugRuntime
+from chat.agent.scripted import ScriptedChatClient
+from chat.models import Conversation, Message, ModelCall, Run, RunStatus, ToolCall, ToolCallStatus
+
+logger = logging.getLogger(__name__)
+
+Listener = Callable[[Run, events.RunEvent], Awaitable[None]]
+_tasks: dict[int, asyncio.Task[Run]] = {}
+
+
+class RunRefused(Exception):
+    """The run was not started; nothing was written. The text says why, for the user."""
+
+
+def default_parameters() -> agent.AgentParameters:
+    """What a new conversation starts with: every registered tool enabled."""
+    return agent.AgentParameters(enabled_tools=tuple(agent.default_registry.names()))
+
+
+def build_client(
+    *, base_url: str | None = None, api_key: str | None = None, model: str | None = None
+) -> ChatClient:
+    """The configured provider, or the scripted model when no base URL is set."""
+    base_url = base_url or settings.OPENAI_BASE_URL
+    if not base_url:
+        return ScriptedChatClient(delay=settings.AGENTLAB_SCRIPTED_DELAY)
+    model = model or settings.AGENTLAB_MODEL
+    if not model:
+        raise RunRefused("Set AGENTLAB_MODEL (or pass a model) to use an OpenAI-compatible server.")
+    return OpenAICompatibleChatClient(
+        base_url=base_url, api_key=api_key or settings.OPENAI_API_KEY or None, model=model
+    )
+
+
+@dataclass
+class RunHandle:
+    run: Run
+    task: asyncio.Task[Run]
+
+
+async def start_run(
+    *,
+    conversation: Conversation,
+    user: Any,
+    content: str,
+    client: ChatClient | None = None,
+    listeners: Sequence[Listener] = (),
+) -> RunHandle:
+    """Validate, store the user message and a new Run, and start the run as its own task.
+
+    Raises RunRefused (another run is in progress, or the input is invalid); then nothing is
+    written.
+    """
+    client = client or build_client()
+    run, request = await sync_to_async(_create_run)(
+        conversation=conversation, user=user, content=content, client=client
+    )
+    task = asyncio.create_task(execute_run(run, request, client, listeners=listeners))
+    _tasks[run.pk] = task
+    task.add_done_callback(lambda _: _tasks.pop(run.pk, None))
+    return RunHandle(run=run, task=task)
+
+
+def cancel_run(run_id: int) -> bool:
+    """Cancel a run executing in this process; False when it is not running here."""
+    task = _tasks.get(run_id)
+    if task is None or task.done():
+        return False
+    task.cancel()
+    return True
+
+
+def _create_run(
+    *, conversation: Conversation, user: Any, content: str, client: ChatClient
+) -> tuple[Run, agent.DebugRunRequest]:
+    if len(content) > settings.AGENTLAB_MAX_MESSAGE_CHARS:
+        raise RunRefused(
+            f"The message is too long: {len(content):,} characters "
+            f"(the limit is {settings.AGENTLAB_MAX_MESSAGE_CHARS:,})."
+        )
+    try:
+        with transaction.atomic():
+            conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+            parameters = conversation.agent_parameters()
+            try:
+                request = agent.DebugRunRequest(
+                    parameters=parameters,
+                    history=tuple(transcripts.load_history(conversation)),
+                    user_message=content,
+                )
+            except ValueError as exc:
+                raise RunRefused(validation_text(exc)) from None
+            if conversation.runs.filter(status=RunStatus.IN_PROGRESS).exists():
+                raise RunRefused("A run is already in progress in this conversation.")
+            run = Run.objects.create(
+                conversation=conversation,
+                created_by=user,
+                model=parameters.model or client.model,
+                parameters=parameters.to_json(),
+            )
+            transcripts.append_messages(
+                conversation, [agent.ChatMessage(role="user", content=content)], run=run
+            )
+            if not conversation.title:
+                conversation.title = _title_from(content)
+            conversation.save(update_fields=["title", "updated_at"])
+    except IntegrityError:
+        raise RunRefused("A run is already in progress in this conversation.") from None
+    return run, request
+
+
+def _title_from(content: str) -> str:
+    line = " ".join(content.split())
+    return line if len(line) <= 60 else line[:59].rstrip() + "…"
+
+
+def validation_text(exc: ValueError) -> str:
+    """A pydantic ValidationError as one readable line: "field: what is wrong; ..."."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    parts = []
+    for error in errors():
+        message = str(error["msg"]).removeprefix("Value error, ")
+        where = ".".join(str(part) for part in error["loc"])
+        parts.append(f"{where}: {message}" if where else message)
+    return "; ".join(parts)
+
+
+async def execute_run(
+    run: Run,
+    request: agent.DebugRunRequest,
+    client: ChatClient,
+    *,
+    listeners: Sequence[Listener] = (),
+) -> Run:
+    """Drive DebugRuntime for one run, persisting as it goes and telling every listener."""
+    recorder = _Recorder(run)
+    runtime = DebugRuntime(client=client)
+
+    async def tell(event: events.RunEvent) -> None:
+        for listener in listeners:
+            try:
+                await listener(run, event)
+            except Exception:
+                logger.exception("run %s: a listener failed on %s", run.pk, type(event).__name__)
+
+    try:
+        async for event in runtime.run(request):
+            await recorder.record(event)
+            await tell(event)
+    except asyncio.CancelledError:
+        finished = await recorder.stop(RunStatus.CANCELLED, "Cancelled by the user.")
+        await tell(finished)
+        raise
+    except Exception as exc:
+        logger.exception("run %s failed with an internal error", run.pk)
+        finished = await recorder.stop(RunStatus.FAILED, f"Internal error: {type(exc).__name__}")
+        await tell(finished)
+    finally:
+        await client.aclose()
+    return run
+
+
+@dataclass
+class _Step:
+    number: int
+    started: float
+    request: dict[str, Any] = field(default_factory=dict)
+    status_code: int | None = None
+    attempts: int = 1
+    first_token: float | None = None
+    usage: events.Usage = field(default_factory=events.Usage)
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    model_call_saved: bool = False
+    message: Message | None = None
+    calls: list[agent.ToolCall] = field(default_factory=list)
+    results: dict[str, events.ToolResult] = field(default_factory=dict)
+
+
+class _Recorder:
+    """Turns run events into rows: one write per model turn, per tool call and at the end."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.started = time.monotonic()
+        self.first_token: float | None = None
+        self.step: _Step | None = None
+        self.usage = events.Usage()
+
+    async def record(self, event: events.RunEvent) -> None:
+        step = self.step
+        match event:
+            case events.StepStarted(number):
+                self.step = _Step(number=number, started=time.monotonic())
+            case events.ModelRequestSent(body, status_code, attempts) if step:
+                step.request, step.status_code, step.attempts = body, status_code, attempts
+            case events.TextDelta(text) if step:
+                self._first_token(step)
+                step.text.append(text)
+            case events.ReasoningDelta(text) if step:
+                self._first_token(step)
+                step.reasoning.append(text)
+            case events.Usage() if step:
+                step.usage += event
+                self.usage += event
+            case events.ModelCallFailed() if step:
+                step.request = event.request_body or step.request
+                step.status_code, step.attempts = event.status_code, event.attempts
+                await sync_to_async(self._save_model_call)(step, "", event.message)
+            case events.TurnEnd(message, finish_reason) if step:
+                await sync_to_async(self._save_turn)(step, message, finish_reason)
+            case events.ToolCallFinished(result) if step:
+                step.results[result.tool_call.id] = result
+                await sync_to_async(self._save_tool_result)(step, result)
+            case events.RunFinished(status, error, steps):
+                await sync_to_async(self._finish)(status, error or "", steps)
+
+    def _first_token(self, step: _Step) -> None:
+        now = time.monotonic()
+        if step.first_token is None:
+            step.first_token = now
+        if self.first_token is None:
+            self.first_token = now
+
+    def _save_model_call(self, step: _Step, finish_reason: str, error: str = "") -> None:
+        now = time.monotonic()
+        ModelCall.objects.create(
+            run=self.run,
+            step=step.number,
+            model=str(step.request.get("model", self.run.model)),
+            request=step.request,
+            http_status=step.status_code,
+            attempts=step.attempts,
+            finish_reason=finish_reason,
+            prompt_tokens=step.usage.prompt_tokens,
+            completion_tokens=step.usage.completion_tokens,
+            total_tokens=step.usage.total_tokens,
+            time_to_first_token=(step.first_token - step.started) if step.first_token else None,
+            duration=now - step.started,
+            error=error,
+        )
+        step.model_call_saved = True
+
+    @transaction.atomic
+    def _save_turn(self, step: _Step, message: agent.ChatMessage, finish_reason: str | None) -> None:
+        conversation = self.run.conversation
+        (row,) = transcripts.append_messages(conversation, [message], run=self.run)
+        if not step.model_call_saved:
+            self._save_model_call(step, finish_reason or "")
+        now = timezone.now()
+        ToolCall.objects.bulk_create(
+            ToolCall(
+                run=self.run,
+                message=row,
+                step=step.number,
+                position=position,
+                call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+                started_at=now,
+            )
+            for position, call in enumerate(message.tool_calls)
+        )
+        step.message, step.calls = row, list(message.tool_calls)
+        step.text.clear()
+        step.reasoning.clear()
+        self.run.steps = step.number
+        self._save_usage(["steps"])
+
+    @transaction.atomic
+    def _save_tool_result(self, step: _Step, result: events.ToolResult) -> None:
+        ToolCall.objects.filter(run=self.run, message=step.message, call_id=result.tool_call.id).update(
+            status=result.status,
+            result=result.content,
+            error=result.error or "",
+            finished_at=timezone.now(),
+            duration=result.duration,
+        )
+        if len(step.results) == len(step.calls):
+            # Replies are stored in call order once the whole round is in, whatever order the
+            # tools finished in; until then the transcript ends on the assistant's tool_calls.
+            replies = [step.results[call.id].message for call in step.calls]
+            transcripts.append_messages(self.run.conversation, replies, run=self.run)
+
+    def _save_usage(self, extra_fields: list[str]) -> None:
+        self.run.prompt_tokens = self.usage.prompt_tokens
+        self.run.completion_tokens = self.usage.completion_tokens
+        self.run.total_tokens = self.usage.total_tokens
+        if self.first_token is not None:
+            self.run.time_to_first_token = self.first_token - self.started
+        self.run.save(
+            update_fields=[
+                "prompt_tokens",
+                "completion_tokens",
+                "total_tokens",
+                "time_to_first_token",
+                *extra_fields,
+            ]
+        )
+
+    @transaction.atomic
+    def _finish(self, status: str, error: str, steps: int) -> None:
+        self.run.status = status
+        self.run.error = error
+        self.run.steps = max(self.run.steps, steps)
+        self.run.duration = time.monotonic() - self.started
+        self.run.finished_at = timezone.now()
+        self._save_usage(["status", "error", "steps", "duration", "finished_at"])
+        Conversation.objects.filter(pk=self.run.conversation_id).update(updated_at=timezone.now())
+
+    async def stop(self, status: str, error: str) -> events.RunFinished:
+        """End the run early (cancel, internal error), keeping what streamed, history valid."""
+        await asyncio.shield(sync_to_async(self._stop)(status, error))
+        return events.RunFinished(
+            status=status,  # type: ignore[arg-type]
+            error=error,
+            steps=self.run.steps,
+            usage=self.usage,
+        )
+
+    @transaction.atomic
+    def _stop(self, status: str, error: str) -> None:
+        step = self.step
+        if step is not None and step.message is None and (step.text or step.reasoning):
+            partial = agent.ChatMessage(
+                role="assistant",
+                content="".join(step.text) or None,
+                reasoning="".join(step.reasoning) or None,
+            )
+            transcripts.append_messages(self.run.conversation, [partial], run=self.run)
+        if step is not None and not step.model_call_saved:
+            self._save_model_call(step, "", error)
+        if step is not None and step.calls and len(step.results) < len(step.calls):
+            replies = [
+                step.results[call.id].message
+                if call.id in step.results
+                else agent.ChatMessage(
+                    role="tool",
+                    tool_call_id=call.id,
+                    content=transcripts.tool_reply(error.rstrip("."))(call),
+                )
+                for call in step.calls
+            ]
+            transcripts.append_messages(self.run.conversation, replies, run=self.run)
+        self.run.tool_calls.filter(status=ToolCallStatus.IN_PROGRESS).update(
+            status=ToolCallStatus.CANCELLED if status == RunStatus.CANCELLED else ToolCallStatus.FAILED,
+            error=error,
+            finished_at=timezone.now(),
+        )
+        transcripts.repair_conversation(self.run.conversation, reason=error.rstrip("."))
+        self._finish(status, error, self.run.steps)

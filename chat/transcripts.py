@@ -1,0 +1,114 @@
+"""Message rows <-> ChatMessage values. The strict-history invariant is kept here."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+
+from django.db import transaction
+
+from chat import agent
+from chat.agent import history
+from chat.models import Conversation, Message
+
+
+def to_chat_message(row: Message) -> agent.ChatMessage:
+    return agent.ChatMessage(
+        role=row.role,  # type: ignore[arg-type]
+        content=row.content,
+        tool_calls=tuple(agent.ToolCall.from_openai(call) for call in row.tool_calls or ()),
+        tool_call_id=row.tool_call_id or None,
+        reasoning=row.reasoning or None,
+    )
+
+
+def message_fields(message: agent.ChatMessage) -> dict[str, object]:
+    """The Message row fields for a value (conversation, run and index are the caller's)."""
+    return {
+        "role": message.role,
+        "content": message.content,
+        "reasoning": message.reasoning or "",
+        "tool_calls": [call.to_openai() for call in message.tool_calls],
+        "tool_call_id": message.tool_call_id or "",
+    }
+
+
+def to_chat_messages(rows: Iterable[Message]) -> list[agent.ChatMessage]:
+    return [to_chat_message(row) for row in rows]
+
+
+def load_history(conversation: Conversation) -> list[agent.ChatMessage]:
+    return to_chat_messages(conversation.messages.order_by("index"))
+
+
+def next_index(conversation: Conversation) -> int:
+    last = conversation.messages.order_by("-index").values_list("index", flat=True).first()
+    return 0 if last is None else last + 1
+
+
+def append_messages(
+    conversation: Conversation, messages: Sequence[agent.ChatMessage], **fields: object
+) -> list[Message]:
+    """Append values at the end of the stored transcript (call inside a transaction)."""
+    start = next_index(conversation)
+    return Message.objects.bulk_create(
+        Message(conversation=conversation, index=start + offset, **message_fields(m), **fields)
+        for offset, m in enumerate(messages)
+    )
+
+
+def validate_conversation(conversation: Conversation) -> list[history.HistoryViolation]:
+    return history.validate(load_history(conversation))
+
+
+def tool_reply(reason: str) -> Callable[[agent.ToolCall], str]:
+    """A reply for calls that never got an answer, e.g. "cancelled by the user"."""
+    return lambda call: json.dumps({"error": f"{reason}: {call.name} was not run to the end"})
+
+
+@transaction.atomic
+def repair_conversation(conversation: Conversation, *, reason: str) -> tuple[int, int]:
+    """Make the stored transcript strict-valid with the history passes.
+
+    Answers dangling tool calls with a reply naming `reason` and drops orphan tool messages.
+    Returns (messages added, messages removed).
+    """
+    rows = list(conversation.messages.select_for_update().order_by("index"))
+    values = to_chat_messages(rows)
+    repaired = history.repair(values, reply=tool_reply(reason))
+    kept = {id(value) for value in repaired}
+    removed = [row.pk for row, value in zip(rows, values, strict=True) if id(value) not in kept]
+    row_for = {id(value): row for row, value in zip(rows, values, strict=True)}
+    added = [value for value in repaired if id(value) not in row_for]
+    if not removed and not added:
+        return 0, 0
+    Message.objects.filter(pk__in=removed).delete()
+    # Renumber above the current range first so the unique (conversation, index) holds throughout.
+    offset = (rows[-1].index + 1) if rows else 0
+    survivors = [row_for[id(value)] for value in repaired if id(value) in row_for]
+    for row in survivors:
+        row.index += offset + len(repaired)
+    Message.objects.bulk_update(survivors, ["index"])
+    new_rows = []
+    for position, value in enumerate(repaired):
+        row = row_for.get(id(value))
+        if row is None:
+            run_id = _run_of_preceding(repaired, position, row_for)
+            new_rows.append(
+                Message(conversation=conversation, index=position, run_id=run_id, **message_fields(value))
+            )
+        else:
+            row.index = position
+    Message.objects.bulk_update(survivors, ["index"])
+    Message.objects.bulk_create(new_rows)
+    return len(added), len(removed)
+
+
+def _run_of_preceding(
+    values: Sequence[agent.ChatMessage], position: int, row_for: dict[int, Message]
+) -> int | None:
+    for value in reversed(values[:position]):
+        row = row_for.get(id(value))
+        if row is not None:
+            return row.run_id
+    return None

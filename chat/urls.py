@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from chat import views
+
+app_name = "chat"
+urlpatterns = [
+    path("", views.conversation_list, name="conversation_list"),
+    path("c/<int:pk>/", views.conversation_detail, name="conversation_detail"),
+]

@@ -1,0 +1,240 @@
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from channels.db import database_sync_to_async
+from django.contrib.auth import get_user_model
+
+from chat import agent, runs, transcripts
+from chat.agent import events, history
+from chat.agent.errors import StreamError
+from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
+from chat.models import Conversation, Message, ModelCall, Run, ToolCall
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@database_sync_to_async
+def make_conversation(**parameters: object) -> Conversation:
+    user, _ = get_user_model().objects.get_or_create(username="ada")
+    conversation = Conversation(owner=user)
+    conversation.set_agent_parameters(agent.AgentParameters.model_validate(parameters))
+    conversation.save()
+    return conversation
+
+
+@database_sync_to_async
+def stored(conversation: Conversation) -> list[agent.ChatMessage]:
+    return transcripts.load_history(conversation)
+
+
+async def run_once(conversation: Conversation, content: str, client: object) -> Run:
+    owner = await database_sync_to_async(lambda: conversation.owner)()
+    handle = await runs.start_run(
+        conversation=conversation, user=owner, content=content, client=client  # type: ignore[arg-type]
+    )
+    run = await handle.task
+    await run.arefresh_from_db()
+    return run
+
+
+def call(id: str, name: str, arguments: str = "{}") -> agent.ToolCall:
+    return agent.ToolCall(id=id, name=name, arguments=arguments)
+
+
+async def test_run_persists_messages_tool_calls_and_model_calls() -> None:
+    conversation = await make_conversation(enabled_tools=["get_current_time", "handoff_note"])
+    client = ScriptedChatClient(
+        [
+            ScriptedTurn(
+                text="Let me check.",
+                tool_calls=(call("a", "get_current_time"), call("b", "handoff_note", '{"note":"x"}')),
+                usage=(10, 5),
+            ),
+            ScriptedTurn("It is noon.", usage=(30, 4)),
+        ]
+    )
+    run = await run_once(conversation, "time and note", client)
+
+    assert run.status == "completed" and run.steps == 2
+    assert (run.prompt_tokens, run.completion_tokens, run.total_tokens) == (40, 9, 49)
+    assert run.time_to_first_token is not None and run.duration is not None
+    messages = await stored(conversation)
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "tool", "assistant"]
+    assert messages[1].content == "Let me check."
+    assert [m.tool_call_id for m in messages[2:4]] == ["a", "b"]
+    assert history.validate(messages) == []
+
+    logs = [t async for t in ToolCall.objects.filter(run=run).order_by("position")]
+    assert [(t.name, t.status) for t in logs] == [
+        ("get_current_time", "completed"),
+        ("handoff_note", "completed"),
+    ]
+    assert json.loads(logs[1].result)["note"] == "x"
+    model_calls = [m async for m in ModelCall.objects.filter(run=run).order_by("step")]
+    assert [m.finish_reason for m in model_calls] == ["tool_calls", "stop"]
+    assert model_calls[1].request["messages"][1]["tool_calls"][0]["id"] == "a"
+    assert model_calls[0].prompt_tokens == 10 and model_calls[0].http_status == 200
+    await conversation.arefresh_from_db()
+    assert conversation.title == "time and note"
+
+
+async def test_continuation_sends_the_stored_history() -> None:
+    conversation = await make_conversation()
+    client = ScriptedChatClient(["first answer", "second answer"])
+    await run_once(conversation, "first", client)
+    await run_once(conversation, "second", client)
+
+    sent = client.requests[1]["messages"]
+    assert [(m["role"], m["content"]) for m in sent] == [
+        ("user", "first"),
+        ("assistant", "first answer"),
+        ("user", "second"),
+    ]
+
+
+async def test_writes_do_not_grow_with_reply_length() -> None:
+    conversation = await make_conversation()
+    long_reply = " ".join(f"word{i}" for i in range(2000))
+    run = await run_once(conversation, "talk", ScriptedChatClient([long_reply]))
+
+    assert await Message.objects.filter(run=run).acount() == 2
+    assert (await stored(conversation))[-1].content == long_reply
+
+
+async def test_failed_run_keeps_partial_text_and_next_message_works() -> None:
+    conversation = await make_conversation()
+    broken = ScriptedChatClient(
+        [ScriptedTurn("Half of", error=StreamError("the connection dropped mid-stream"))]
+    )
+    run = await run_once(conversation, "go", broken)
+
+    assert run.status == "failed" and "dropped" in run.error
+    messages = await stored(conversation)
+    assert [(m.role, m.content) for m in messages] == [("user", "go"), ("assistant", "Half of")]
+    model_call = await ModelCall.objects.aget(run=run)
+    assert "dropped" in model_call.error and model_call.request["messages"]
+
+    run2 = await run_once(conversation, "again", ScriptedChatClient(["fine"]))
+    assert run2.status == "completed"
+
+
+async def test_cancel_mid_tool_answers_the_dangling_calls() -> None:
+    registry_tool = agent.default_registry
+    release = asyncio.Event()
+
+    async def slow(arguments: dict[str, object]) -> str:
+        await release.wait()
+        return "never"
+
+    registry_tool.register(agent.ToolDefinition(name="slow_lookup", description="slow"), slow)
+    try:
+        conversation = await make_conversation(enabled_tools=["slow_lookup", "get_current_time"])
+        client = ScriptedChatClient(
+            [ScriptedTurn(tool_calls=(call("t", "get_current_time"), call("s", "slow_lookup")))]
+        )
+        started = asyncio.Event()
+        finished_events: list[events.RunEvent] = []
+
+        async def listener(run: Run, event: events.RunEvent) -> None:
+            finished_events.append(event)
+            if isinstance(event, events.ToolCallFinished):
+                started.set()
+
+        owner = await database_sync_to_async(lambda: conversation.owner)()
+        handle = await runs.start_run(
+            conversation=conversation, user=owner, content="go", client=client, listeners=[listener]
+        )
+        await asyncio.wait_for(started.wait(), 5)
+        assert runs.cancel_run(handle.run.pk)
+        with pytest.raises(asyncio.CancelledError):
+            await handle.task
+    finally:
+        registry_tool.unregister("slow_lookup")
+
+    run = await Run.objects.aget(pk=handle.run.pk)
+    assert run.status == "cancelled"
+    messages = await stored(conversation)
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "tool"]
+    assert json.loads(messages[2].content or "")["timezone"] == "UTC"
+    assert "Cancelled by the user" in (messages[3].content or "")
+    assert history.validate(messages) == []
+    statuses = {t.name: t.status async for t in ToolCall.objects.filter(run=run)}
+    assert statuses == {"get_current_time": "completed", "slow_lookup": "cancelled"}
+    assert isinstance(finished_events[-1], events.RunFinished)
+    assert finished_events[-1].status == "cancelled"
+    assert not runs.cancel_run(run.pk)
+
+
+async def test_cancel_mid_stream_keeps_what_streamed() -> None:
+    conversation = await make_conversation()
+    client = ScriptedChatClient([" ".join(["slow"] * 200)], delay=0.01)
+    seen = asyncio.Event()
+
+    async def listener(run: Run, event: events.RunEvent) -> None:
+        if isinstance(event, events.TextDelta):
+            seen.set()
+
+    owner = await database_sync_to_async(lambda: conversation.owner)()
+    handle = await runs.start_run(
+        conversation=conversation, user=owner, content="go", client=client, listeners=[listener]
+    )
+    await asyncio.wait_for(seen.wait(), 5)
+    await asyncio.sleep(0.05)
+    handle.task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await handle.task
+
+    messages = await stored(conversation)
+    assert messages[-1].role == "assistant"
+    partial = messages[-1].content or ""
+    assert partial.startswith("slow") and len(partial) < len(" ".join(["slow"] * 200))
+    model_call = await ModelCall.objects.aget(run=handle.run)
+    assert model_call.error == "Cancelled by the user."
+
+
+async def test_one_run_at_a_time_and_refusals_write_nothing() -> None:
+    conversation = await make_conversation()
+    client = ScriptedChatClient(["x " * 100], delay=0.01)
+    owner = await database_sync_to_async(lambda: conversation.owner)()
+    handle = await runs.start_run(conversation=conversation, user=owner, content="a", client=client)
+
+    with pytest.raises(runs.RunRefused, match="already in progress"):
+        await runs.start_run(conversation=conversation, user=owner, content="b", client=client)
+    with pytest.raises(runs.RunRefused, match="empty"):
+        await runs.start_run(conversation=conversation, user=owner, content="  ", client=client)
+    with pytest.raises(runs.RunRefused, match="too long"):
+        await runs.start_run(conversation=conversation, user=owner, content="x" * 40_000, client=client)
+    handle.task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await handle.task
+    contents = [m.content for m in await stored(conversation) if m.role == "user"]
+    assert contents == ["a"]
+    assert await Run.objects.filter(conversation=conversation).acount() == 1
+
+
+async def test_repair_answers_dangling_calls_left_by_a_crash() -> None:
+    conversation = await make_conversation()
+
+    @database_sync_to_async
+    def crash_state() -> tuple[int, int]:
+        transcripts.append_messages(
+            conversation,
+            [
+                agent.ChatMessage(role="user", content="q"),
+                agent.ChatMessage(role="assistant", tool_calls=(call("a", "x"), call("b", "y"))),
+                agent.ChatMessage(role="tool", tool_call_id="a", content="done"),
+                agent.ChatMessage(role="tool", tool_call_id="zzz", content="orphan"),
+            ],
+        )
+        return transcripts.repair_conversation(conversation, reason="interrupted")
+
+    assert await crash_state() == (1, 1)
+    messages = await stored(conversation)
+    assert [m.tool_call_id for m in messages if m.role == "tool"] == ["a", "b"]
+    assert "interrupted" in (messages[-1].content or "")
+    assert history.validate(messages) == []
+    indexes = [i async for i in conversation.messages.values_list("index", flat=True)]
+    assert indexes == [0, 1, 2, 3]
