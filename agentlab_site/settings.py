@@ -146,6 +146,10 @@ LOGIN_REDIRECT_URL = "/"
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 AGENTLAB_MODEL = os.environ.get("AGENTLAB_MODEL", "")
+# Content of a tool-call-only assistant message on the wire: "empty" (""), "null", or "omit".
+AGENTLAB_TOOL_CALL_CONTENT = os.environ.get("AGENTLAB_TOOL_CALL_CONTENT", "empty")
+if AGENTLAB_TOOL_CALL_CONTENT not in {"empty", "null", "omit"}:
+    raise ImproperlyConfigured("AGENTLAB_TOOL_CALL_CONTENT must be empty, null or omit.")
 # Seconds between the scripted model's words: visible streaming offline, zero in tests.
 AGENTLAB_SCRIPTED_DELAY = float(os.environ.get("AGENTLAB_SCRIPTED_DELAY", "0.03"))
 AGENTLAB_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTLAB_MAX_MESSAGE_CHARS", "32000"))

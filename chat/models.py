@@ -122,7 +122,8 @@ class Message(models.Model):
     )
     index = models.PositiveIntegerField()
     role = models.CharField(max_length=10, choices=Role.choices)
-    content = models.TextField(null=True, blank=True)
+    # NULL and "" differ on the wire: a tool-call-only assistant message has no content.
+    content = models.TextField(null=True, blank=True)  # noqa: DJ001
     reasoning = models.TextField(blank=True)
     tool_calls = models.JSONField(
         default=list, blank=True, help_text="OpenAI shape, on assistant messages."
@@ -133,9 +134,7 @@ class Message(models.Model):
     class Meta:
         ordering = ["conversation", "index"]
         constraints = [
-            models.UniqueConstraint(
-                fields=["conversation", "index"], name="unique_message_index"
-            )
+            models.UniqueConstraint(fields=["conversation", "index"], name="unique_message_index")
         ]
 
     def __str__(self) -> str:

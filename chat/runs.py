@@ -52,7 +52,10 @@ def build_client(
     if not model:
         raise RunRefused("Set AGENTLAB_MODEL (or pass a model) to use an OpenAI-compatible server.")
     return OpenAICompatibleChatClient(
-        base_url=base_url, api_key=api_key or settings.OPENAI_API_KEY or None, model=model
+        base_url=base_url,
+        api_key=api_key or settings.OPENAI_API_KEY or None,
+        model=model,
+        empty_content=settings.AGENTLAB_TOOL_CALL_CONTENT,
     )
 
 
@@ -227,8 +230,8 @@ class _Recorder:
                 self._first_token(step)
                 step.reasoning.append(text)
             case events.Usage() if step:
-                step.usage += event
-                self.usage += event
+                self.usage += event - step.usage
+                step.usage = event
             case events.ModelCallFailed() if step:
                 step.request = event.request_body or step.request
                 step.status_code, step.attempts = event.status_code, event.attempts
@@ -268,7 +271,9 @@ class _Recorder:
         step.model_call_saved = True
 
     @transaction.atomic
-    def _save_turn(self, step: _Step, message: agent.ChatMessage, finish_reason: str | None) -> None:
+    def _save_turn(
+        self, step: _Step, message: agent.ChatMessage, finish_reason: str | None
+    ) -> None:
         conversation = self.run.conversation
         (row,) = transcripts.append_messages(conversation, [message], run=self.run)
         if not step.model_call_saved:
@@ -295,7 +300,9 @@ class _Recorder:
 
     @transaction.atomic
     def _save_tool_result(self, step: _Step, result: events.ToolResult) -> None:
-        ToolCall.objects.filter(run=self.run, message=step.message, call_id=result.tool_call.id).update(
+        ToolCall.objects.filter(
+            run=self.run, message=step.message, call_id=result.tool_call.id
+        ).update(
             status=result.status,
             result=result.content,
             error=result.error or "",
@@ -369,7 +376,9 @@ class _Recorder:
             ]
             transcripts.append_messages(self.run.conversation, replies, run=self.run)
         self.run.tool_calls.filter(status=ToolCallStatus.IN_PROGRESS).update(
-            status=ToolCallStatus.CANCELLED if status == RunStatus.CANCELLED else ToolCallStatus.FAILED,
+            status=ToolCallStatus.CANCELLED
+            if status == RunStatus.CANCELLED
+            else ToolCallStatus.FAILED,
             error=error,
             finished_at=timezone.now(),
         )

@@ -95,7 +95,12 @@ def repair_conversation(conversation: Conversation, *, reason: str) -> tuple[int
         if row is None:
             run_id = _run_of_preceding(repaired, position, row_for)
             new_rows.append(
-                Message(conversation=conversation, index=position, run_id=run_id, **message_fields(value))
+                Message(
+                    conversation=conversation,
+                    index=position,
+                    run_id=run_id,
+                    **message_fields(value),
+                )
             )
         else:
             row.index = position

@@ -33,7 +33,10 @@ def stored(conversation: Conversation) -> list[agent.ChatMessage]:
 async def run_once(conversation: Conversation, content: str, client: object) -> Run:
     owner = await database_sync_to_async(lambda: conversation.owner)()
     handle = await runs.start_run(
-        conversation=conversation, user=owner, content=content, client=client  # type: ignore[arg-type]
+        conversation=conversation,
+        user=owner,
+        content=content,
+        client=client,  # type: ignore[arg-type]
     )
     run = await handle.task
     await run.arefresh_from_db()
@@ -50,7 +53,10 @@ async def test_run_persists_messages_tool_calls_and_model_calls() -> None:
         [
             ScriptedTurn(
                 text="Let me check.",
-                tool_calls=(call("a", "get_current_time"), call("b", "handoff_note", '{"note":"x"}')),
+                tool_calls=(
+                    call("a", "get_current_time"),
+                    call("b", "handoff_note", '{"note":"x"}'),
+                ),
                 usage=(10, 5),
             ),
             ScriptedTurn("It is noon.", usage=(30, 4)),
@@ -206,7 +212,9 @@ async def test_one_run_at_a_time_and_refusals_write_nothing() -> None:
     with pytest.raises(runs.RunRefused, match="empty"):
         await runs.start_run(conversation=conversation, user=owner, content="  ", client=client)
     with pytest.raises(runs.RunRefused, match="too long"):
-        await runs.start_run(conversation=conversation, user=owner, content="x" * 40_000, client=client)
+        await runs.start_run(
+            conversation=conversation, user=owner, content="x" * 40_000, client=client
+        )
     handle.task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await handle.task

@@ -16,7 +16,8 @@ MAX_EVENT_LOOPS = 50
 def _registry(info: ValidationInfo) -> ToolRegistry:
     context = info.context or {}
     registry = context.get("registry", default_registry)
-    assert isinstance(registry, ToolRegistry)
+    if not isinstance(registry, ToolRegistry):
+        raise TypeError("the validation context's 'registry' must be a ToolRegistry")
     return registry
 
 
@@ -82,7 +83,8 @@ class DebugRunRequest(BaseModel):
 
     def messages(self) -> list[ChatMessage]:
         """The full request history: system prompts, pre-messages, stored history, the user."""
-        result = [ChatMessage(role="system", content=text) for text in self.parameters.system_prompts]
+        prompts = self.parameters.system_prompts
+        result = [ChatMessage(role="system", content=text) for text in prompts]
         result.extend(self.parameters.pre_messages)
         result.extend(self.history)
         result.append(ChatMessage(role="user", content=self.user_message))

@@ -25,7 +25,7 @@ class ChatClientError(Exception):
         self.attempts = attempts
 
     def __str__(self) -> str:
-        if self.status_code is not None:
+        if self.status_code is not None and self.status_code >= 400:
             return f"HTTP {self.status_code}: {self.message}"
         return self.message
 

@@ -38,6 +38,13 @@ class Usage:
             self.total_tokens + other.total_tokens,
         )
 
+    def __sub__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens - other.prompt_tokens,
+            self.completion_tokens - other.completion_tokens,
+            self.total_tokens - other.total_tokens,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ModelRequestSent:
@@ -117,10 +124,5 @@ class RunFinished:
 
 
 RunEvent = (
-    StreamItem
-    | StepStarted
-    | ModelCallFailed
-    | ToolCallStarted
-    | ToolCallFinished
-    | RunFinished
+    StreamItem | StepStarted | ModelCallFailed | ToolCallStarted | ToolCallFinished | RunFinished
 )

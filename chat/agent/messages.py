@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, model_validator
@@ -36,10 +37,13 @@ class ToolCall(BaseModel):
     @classmethod
     def from_openai(cls, data: dict[str, Any]) -> ToolCall:
         function = data.get("function") or {}
+        arguments = function.get("arguments")
+        if isinstance(arguments, dict | list):
+            arguments = json.dumps(arguments)
         return cls(
             id=str(data.get("id") or ""),
             name=str(function.get("name") or ""),
-            arguments=str(function.get("arguments") or ""),
+            arguments=str(arguments or ""),
         )
 
 
@@ -87,11 +91,9 @@ class ChatMessage(BaseModel):
         raw_calls = data.get("tool_calls") or []
         content = data.get("content")
         if isinstance(content, list):
-            content = "".join(
-                part.get("text", "") for part in content if isinstance(part, dict)
-            )
+            content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
         return cls(
-            role=data.get("role"),  # type: ignore[arg-type]
+            role=data.get("role"),
             content=content,
             tool_calls=tuple(ToolCall.from_openai(call) for call in raw_calls),
             tool_call_id=data.get("tool_call_id"),

@@ -55,6 +55,7 @@ class DebugRuntime:
             text: list[str] = []
             reasoning: list[str] = []
             turn: TurnEnd | None = None
+            step_usage = Usage()
             try:
                 async for item in self.client.stream(
                     self.messages, tools=tools, parameters=parameters
@@ -67,9 +68,11 @@ class DebugRuntime:
                     elif isinstance(item, ReasoningDelta):
                         reasoning.append(item.text)
                     elif isinstance(item, Usage):
-                        usage += item
+                        # Some servers repeat running totals on every chunk: the last one counts.
+                        step_usage = item
                     yield item
             except ChatClientError as exc:
+                usage += step_usage
                 yield ModelCallFailed(
                     step=step,
                     message=str(exc),
@@ -89,6 +92,7 @@ class DebugRuntime:
                     yield TurnEnd(partial, None, step)
                 yield RunFinished(status="failed", error=str(exc), steps=step, usage=usage)
                 return
+            usage += step_usage
             if turn is None:
                 raise RuntimeError(f"{type(self.client).__name__}.stream() ended without TurnEnd")
 

@@ -6,7 +6,7 @@ import asyncio
 import inspect
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -36,9 +36,7 @@ class ToolDefinition(BaseModel):
 
     name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
     description: str
-    parameters: dict[str, Any] = Field(
-        default_factory=lambda: {"type": "object", "properties": {}}
-    )
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
     def to_openai(self) -> dict[str, Any]:
         return {
@@ -77,7 +75,12 @@ class ToolRegistry:
         return tool
 
     def tool(
-        self, *, name: str, description: str, parameters: dict[str, Any], timeout: float = DEFAULT_TOOL_TIMEOUT
+        self,
+        *,
+        name: str,
+        description: str,
+        parameters: dict[str, Any],
+        timeout: float = DEFAULT_TOOL_TIMEOUT,
     ) -> Callable[[ToolHandler], ToolHandler]:
         """Decorator form of `register`."""
 
@@ -182,7 +185,7 @@ class EventAgent:
         """Run a turn's calls concurrently; the results come back in call order."""
         return list(await asyncio.gather(*(self.execute(call) for call in calls)))
 
-    async def stream(self, calls: Sequence[ToolCall]) -> AsyncIterator[ToolResult]:
+    async def stream(self, calls: Sequence[ToolCall]) -> AsyncGenerator[ToolResult]:
         """Run a turn's calls concurrently, yielding each result as it finishes."""
         tasks = [asyncio.ensure_future(self.execute(call)) for call in calls]
         try:
@@ -211,7 +214,7 @@ class EventAgent:
                 f"arguments do not match the schema{f' at {where}' if where else ''}: {exc.message}"
             ) from None
         try:
-            async with asyncio.timeout(tool.timeout):
+            async with asyncio.timeout(tool.timeout) as deadline:
                 if inspect.iscoroutinefunction(tool.handler):
                     value = await tool.handler(arguments)
                 else:
@@ -219,10 +222,17 @@ class EventAgent:
                     if inspect.isawaitable(value):
                         value = await value
         except TimeoutError:
+            if not deadline.expired():
+                raise ToolError(f"TimeoutError raised by {call.name!r}") from None
             raise ToolError(f"tool {call.name!r} timed out after {tool.timeout:g}s") from None
         except Exception as exc:  # a tool's failure is a result the model sees, not a crash
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
-        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        if isinstance(value, str):
+            return value
+        try:
+            return json.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError) as exc:
+            raise ToolError(f"the result is not JSON-serialisable: {exc}") from None
 
 
 class ToolError(Exception):

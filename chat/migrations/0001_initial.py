@@ -6,7 +6,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -15,111 +14,270 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Conversation',
+            name="Conversation",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('title', models.CharField(blank=True, max_length=200)),
-                ('parameters', models.JSONField(blank=True, default=dict, help_text='Validated AgentParameters snapshot.')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True, db_index=True)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='conversations', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("title", models.CharField(blank=True, max_length=200)),
+                (
+                    "parameters",
+                    models.JSONField(
+                        blank=True, default=dict, help_text="Validated AgentParameters snapshot."
+                    ),
+                ),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True, db_index=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="conversations",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-updated_at', '-id'],
+                "ordering": ["-updated_at", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='Run',
+            name="Run",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('status', models.CharField(choices=[('in_progress', 'In progress'), ('completed', 'Completed'), ('failed', 'Failed'), ('cancelled', 'Cancelled'), ('interrupted', 'Interrupted')], db_index=True, default='in_progress', max_length=20)),
-                ('model', models.CharField(blank=True, max_length=200)),
-                ('parameters', models.JSONField(blank=True, default=dict)),
-                ('steps', models.PositiveIntegerField(default=0, help_text='Model turns used (event loops).')),
-                ('prompt_tokens', models.PositiveIntegerField(default=0)),
-                ('completion_tokens', models.PositiveIntegerField(default=0)),
-                ('total_tokens', models.PositiveIntegerField(default=0)),
-                ('time_to_first_token', models.FloatField(blank=True, help_text='Seconds.', null=True)),
-                ('duration', models.FloatField(blank=True, help_text='Seconds.', null=True)),
-                ('error', models.TextField(blank=True)),
-                ('started_at', models.DateTimeField(auto_now_add=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='runs', to='chat.conversation')),
-                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("in_progress", "In progress"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                            ("interrupted", "Interrupted"),
+                        ],
+                        db_index=True,
+                        default="in_progress",
+                        max_length=20,
+                    ),
+                ),
+                ("model", models.CharField(blank=True, max_length=200)),
+                ("parameters", models.JSONField(blank=True, default=dict)),
+                (
+                    "steps",
+                    models.PositiveIntegerField(
+                        default=0, help_text="Model turns used (event loops)."
+                    ),
+                ),
+                ("prompt_tokens", models.PositiveIntegerField(default=0)),
+                ("completion_tokens", models.PositiveIntegerField(default=0)),
+                ("total_tokens", models.PositiveIntegerField(default=0)),
+                (
+                    "time_to_first_token",
+                    models.FloatField(blank=True, help_text="Seconds.", null=True),
+                ),
+                ("duration", models.FloatField(blank=True, help_text="Seconds.", null=True)),
+                ("error", models.TextField(blank=True)),
+                ("started_at", models.DateTimeField(auto_now_add=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="runs",
+                        to="chat.conversation",
+                    ),
+                ),
+                (
+                    "created_by",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['started_at', 'id'],
+                "ordering": ["started_at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='ModelCall',
+            name="ModelCall",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('step', models.PositiveIntegerField()),
-                ('model', models.CharField(blank=True, max_length=200)),
-                ('request', models.JSONField(default=dict, help_text='The exact JSON body sent.')),
-                ('http_status', models.PositiveIntegerField(blank=True, null=True)),
-                ('attempts', models.PositiveIntegerField(default=1)),
-                ('finish_reason', models.CharField(blank=True, max_length=40)),
-                ('prompt_tokens', models.PositiveIntegerField(default=0)),
-                ('completion_tokens', models.PositiveIntegerField(default=0)),
-                ('total_tokens', models.PositiveIntegerField(default=0)),
-                ('time_to_first_token', models.FloatField(blank=True, help_text='Seconds.', null=True)),
-                ('duration', models.FloatField(blank=True, help_text='Seconds.', null=True)),
-                ('error', models.TextField(blank=True)),
-                ('started_at', models.DateTimeField(auto_now_add=True)),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='model_calls', to='chat.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("step", models.PositiveIntegerField()),
+                ("model", models.CharField(blank=True, max_length=200)),
+                ("request", models.JSONField(default=dict, help_text="The exact JSON body sent.")),
+                ("http_status", models.PositiveIntegerField(blank=True, null=True)),
+                ("attempts", models.PositiveIntegerField(default=1)),
+                ("finish_reason", models.CharField(blank=True, max_length=40)),
+                ("prompt_tokens", models.PositiveIntegerField(default=0)),
+                ("completion_tokens", models.PositiveIntegerField(default=0)),
+                ("total_tokens", models.PositiveIntegerField(default=0)),
+                (
+                    "time_to_first_token",
+                    models.FloatField(blank=True, help_text="Seconds.", null=True),
+                ),
+                ("duration", models.FloatField(blank=True, help_text="Seconds.", null=True)),
+                ("error", models.TextField(blank=True)),
+                ("started_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="model_calls",
+                        to="chat.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run', 'step'],
+                "ordering": ["run", "step"],
             },
         ),
         migrations.CreateModel(
-            name='Message',
+            name="Message",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('index', models.PositiveIntegerField()),
-                ('role', models.CharField(choices=[('system', 'System'), ('user', 'User'), ('assistant', 'Assistant'), ('tool', 'Tool')], max_length=10)),
-                ('content', models.TextField(blank=True, null=True)),
-                ('reasoning', models.TextField(blank=True)),
-                ('tool_calls', models.JSONField(blank=True, default=list, help_text='OpenAI shape, on assistant messages.')),
-                ('tool_call_id', models.CharField(blank=True, max_length=200)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('conversation', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='messages', to='chat.conversation')),
-                ('run', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='messages', to='chat.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("index", models.PositiveIntegerField()),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[
+                            ("system", "System"),
+                            ("user", "User"),
+                            ("assistant", "Assistant"),
+                            ("tool", "Tool"),
+                        ],
+                        max_length=10,
+                    ),
+                ),
+                ("content", models.TextField(blank=True, null=True)),
+                ("reasoning", models.TextField(blank=True)),
+                (
+                    "tool_calls",
+                    models.JSONField(
+                        blank=True, default=list, help_text="OpenAI shape, on assistant messages."
+                    ),
+                ),
+                ("tool_call_id", models.CharField(blank=True, max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "conversation",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="messages",
+                        to="chat.conversation",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="messages",
+                        to="chat.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['conversation', 'index'],
+                "ordering": ["conversation", "index"],
             },
         ),
         migrations.CreateModel(
-            name='ToolCall',
+            name="ToolCall",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('step', models.PositiveIntegerField(default=0)),
-                ('position', models.PositiveIntegerField(default=0, help_text='Order within its message.')),
-                ('call_id', models.CharField(max_length=200)),
-                ('name', models.CharField(db_index=True, max_length=200)),
-                ('arguments', models.TextField(blank=True, help_text='Raw JSON string as the model sent it.')),
-                ('status', models.CharField(choices=[('in_progress', 'In progress'), ('completed', 'Completed'), ('failed', 'Failed'), ('cancelled', 'Cancelled')], db_index=True, default='in_progress', max_length=20)),
-                ('result', models.TextField(blank=True)),
-                ('error', models.TextField(blank=True)),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('duration', models.FloatField(blank=True, help_text='Seconds.', null=True)),
-                ('message', models.ForeignKey(blank=True, help_text='The assistant message that asked for the call.', null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='tool_call_logs', to='chat.message')),
-                ('run', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='tool_calls', to='chat.run')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("step", models.PositiveIntegerField(default=0)),
+                (
+                    "position",
+                    models.PositiveIntegerField(default=0, help_text="Order within its message."),
+                ),
+                ("call_id", models.CharField(max_length=200)),
+                ("name", models.CharField(db_index=True, max_length=200)),
+                (
+                    "arguments",
+                    models.TextField(blank=True, help_text="Raw JSON string as the model sent it."),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("in_progress", "In progress"),
+                            ("completed", "Completed"),
+                            ("failed", "Failed"),
+                            ("cancelled", "Cancelled"),
+                        ],
+                        db_index=True,
+                        default="in_progress",
+                        max_length=20,
+                    ),
+                ),
+                ("result", models.TextField(blank=True)),
+                ("error", models.TextField(blank=True)),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("duration", models.FloatField(blank=True, help_text="Seconds.", null=True)),
+                (
+                    "message",
+                    models.ForeignKey(
+                        blank=True,
+                        help_text="The assistant message that asked for the call.",
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="tool_call_logs",
+                        to="chat.message",
+                    ),
+                ),
+                (
+                    "run",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="tool_calls",
+                        to="chat.run",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['run', 'step', 'position', 'id'],
+                "ordering": ["run", "step", "position", "id"],
             },
         ),
         migrations.AddConstraint(
-            model_name='run',
-            constraint=models.UniqueConstraint(condition=models.Q(('status', 'in_progress')), fields=('conversation',), name='one_run_in_progress_per_conversation'),
+            model_name="run",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("status", "in_progress")),
+                fields=("conversation",),
+                name="one_run_in_progress_per_conversation",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='message',
-            constraint=models.UniqueConstraint(fields=('conversation', 'index'), name='unique_message_index'),
+            model_name="message",
+            constraint=models.UniqueConstraint(
+                fields=("conversation", "index"), name="unique_message_index"
+            ),
         ),
     ]

@@ -15,6 +15,7 @@ from chat.agent.events import (
     ToolCallFinished,
     ToolCallStarted,
     TurnEnd,
+    Usage,
 )
 from chat.agent.messages import ChatMessage, ToolCall
 from chat.agent.runtime import DebugRuntime
@@ -217,3 +218,18 @@ async def test_history_and_parameters_reach_the_request() -> None:
     sent = [e for e in events if isinstance(e, ModelRequestSent)]
     assert sent[0].body is body
     assert "".join(e.text for e in events if isinstance(e, TextDelta)) == "fine"
+
+
+async def test_running_usage_totals_count_once_per_step() -> None:
+    class RepeatingUsageClient(ScriptedChatClient):
+        async def stream(self, messages, *, tools=(), parameters=AgentParameters()):  # type: ignore[no-untyped-def]
+            async for item in super().stream(messages, tools=tools, parameters=parameters):
+                if isinstance(item, Usage):
+                    yield Usage(item.prompt_tokens, 1, item.prompt_tokens + 1)
+                yield item
+
+    runtime = DebugRuntime(client=RepeatingUsageClient([ScriptedTurn("a b", usage=(7, 2))]))
+    events = await collect(runtime, request())
+    final = events[-1]
+    assert isinstance(final, RunFinished)
+    assert final.usage == Usage(7, 2, 9)

@@ -16,9 +16,7 @@ ALL = tuple(default_registry.names())
 
 async def run(message: str, enabled: tuple[str, ...] = ALL) -> tuple[DebugRuntime, list[object]]:
     runtime = DebugRuntime(client=ScriptedChatClient())
-    req = DebugRunRequest(
-        parameters=AgentParameters(enabled_tools=enabled), user_message=message
-    )
+    req = DebugRunRequest(parameters=AgentParameters(enabled_tools=enabled), user_message=message)
     return runtime, [event async for event in runtime.run(req)]
 
 
@@ -36,7 +34,7 @@ async def test_asks_for_the_time_then_quotes_the_tool() -> None:
 
 
 async def test_two_tools_in_one_turn_when_asked_for_both() -> None:
-    runtime, events = await run("Tell me the time and leave a handoff note for Sam")
+    runtime, _ = await run("Tell me the time and leave a handoff note for Sam")
 
     assistant = runtime.messages[1]
     assert [c.name for c in assistant.tool_calls] == ["get_current_time", "handoff_note"]

@@ -188,5 +188,3 @@ def _summary(run: Run) -> dict[str, Any]:
         "steps": run.steps,
         "duration": run.duration,
     }
-
-

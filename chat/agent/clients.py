@@ -1,0 +1,426 @@
+"""Model clients: the ChatClient protocol and an OpenAI-compatible streaming HTTP client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import math
+from collections.abc import AsyncIterator, Mapping, Sequence
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, Protocol
+from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
+
+import httpx
+
+from .contracts import AgentParameters
+from .errors import ProviderConnectionError, ProviderHTTPError, StreamError
+from .events import ModelRequestSent, StreamItem
+from .messages import ChatMessage, EmptyContent
+from .stream import ChatCompletionStreamParser
+from .tools import ToolDefinition
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PARAMETERS = AgentParameters()
+MAX_ERROR_CHARS = 2000
+REDACTED = "[REDACTED]"
+_SECRET_HINTS = ("auth", "key", "token", "secret", "password", "signature")
+# Failures where the request cannot have been processed (or the server dropped it unanswered).
+# Read and write timeouts are not retried: the server may still be generating.
+_RETRYABLE_ERRORS = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.ReadError,
+    httpx.WriteError,
+    httpx.RemoteProtocolError,
+)
+
+
+class ChatClient(Protocol):
+    """Streams one model turn: ModelRequestSent, deltas and usage, then one TurnEnd."""
+
+    model: str
+    label: str
+
+    def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolDefinition] = (),
+        parameters: AgentParameters = DEFAULT_PARAMETERS,
+    ) -> AsyncIterator[StreamItem]: ...
+
+    async def aclose(self) -> None: ...
+
+
+def build_request_body(
+    messages: Sequence[ChatMessage],
+    *,
+    model: str,
+    tools: Sequence[ToolDefinition],
+    parameters: AgentParameters,
+    empty_content: EmptyContent = "empty",
+    stream: bool = True,
+) -> dict[str, Any]:
+    """The Chat Completions request body; `tools` and its options only when there are tools."""
+    body: dict[str, Any] = {
+        "model": parameters.model or model,
+        "messages": [message.to_openai(empty_content=empty_content) for message in messages],
+        "stream": stream,
+    }
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    if parameters.temperature is not None:
+        body["temperature"] = parameters.temperature
+    if parameters.top_p is not None:
+        body["top_p"] = parameters.top_p
+    if parameters.max_tokens is not None:
+        body["max_tokens"] = parameters.max_tokens
+    if tools:
+        body["tools"] = [tool.to_openai() for tool in tools]
+        body["tool_choice"] = "auto"
+        body["parallel_tool_calls"] = True
+    return body
+
+
+def retry_wait(headers: Mapping[str, str], *, retry: int, backoff: float, max_wait: float) -> float:
+    """Seconds to wait before retry number `retry` (0-based): Retry-After if given, else backoff."""
+    wait: float = backoff * 2.0**retry
+    value = str(httpx.Headers(headers).get("retry-after") or "").strip()
+    if value:
+        try:
+            wait = float(value)
+        except ValueError:
+            try:
+                date = parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                pass
+            else:
+                if date.tzinfo is None:
+                    date = date.replace(tzinfo=UTC)
+                wait = (date - datetime.now(UTC)).total_seconds()
+    if not math.isfinite(wait):
+        wait = max_wait
+    return min(max(wait, 0.0), max_wait)
+
+
+class OpenAICompatibleChatClient:
+    """Streams from any server speaking the OpenAI Chat Completions protocol, over httpx."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: str | None = None,
+        model: str,
+        extra_headers: Mapping[str, str] | None = None,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 60.0,
+        max_retries: int = 2,
+        backoff: float = 0.5,
+        max_retry_wait: float = 30.0,
+        empty_content: EmptyContent = "empty",
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.model = model
+        self.label = model
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
+        self.max_retries = max(0, max_retries)
+        self.backoff = backoff
+        self.max_retry_wait = max_retry_wait
+        self.empty_content: EmptyContent = empty_content
+        self._url, self._params, url_secrets = _split_base_url(base_url)
+        self.base_url = _display(self._url)
+        self._headers = {"Accept": "text/event-stream, application/json"}
+        self._secrets = set(url_secrets)
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+            self._secrets.add(api_key)
+        for name, value in (extra_headers or {}).items():
+            self._headers[name] = value
+            if _looks_secret(name):
+                self._secrets.add(value.removeprefix("Bearer ").strip())
+        self._secrets.discard("")
+        self._timeout = httpx.Timeout(
+            connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout
+        )
+        self._owns_client = http_client is None
+        self._client = http_client if http_client is not None else httpx.AsyncClient()
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatibleChatClient(base_url={self.base_url!r}, model={self.model!r})"
+
+    async def __aenter__(self) -> OpenAICompatibleChatClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def stream(
+        self,
+        messages: Sequence[ChatMessage],
+        *,
+        tools: Sequence[ToolDefinition] = (),
+        parameters: AgentParameters = DEFAULT_PARAMETERS,
+    ) -> AsyncIterator[StreamItem]:
+        body = build_request_body(
+            messages,
+            model=self.model,
+            tools=tools,
+            parameters=parameters,
+            empty_content=self.empty_content,
+        )
+        payload = json.dumps(body, ensure_ascii=False).encode()
+        response, attempts = await self._send("POST", "/chat/completions", payload, body)
+        parser = ChatCompletionStreamParser()
+        received = False
+
+        def failure(message: str) -> StreamError:
+            return StreamError(
+                self._redact(message),
+                partial=parser.partial(),
+                status_code=response.status_code,
+                request_body=body,
+                attempts=attempts,
+            )
+
+        try:
+            yield ModelRequestSent(body=body, status_code=response.status_code, attempts=attempts)
+            try:
+                if _is_json(response):
+                    await response.aread()
+                    received = True
+                    for item in parser.feed_chunk(_completion_as_chunk(response.text)):
+                        yield item
+                else:
+                    async for line in response.aiter_lines():
+                        received = True
+                        for item in parser.feed_line(line):
+                            yield item
+                turn = parser.finish()
+            except StreamError as exc:
+                raise failure(exc.message) from None
+            except httpx.TimeoutException:
+                if not received:
+                    raise ProviderConnectionError(
+                        f"no response within {self.read_timeout:g}s (read timeout)",
+                        status_code=response.status_code,
+                        request_body=body,
+                        attempts=attempts,
+                    ) from None
+                raise failure(
+                    f"the stream stalled: no data within {self.read_timeout:g}s "
+                    f"(read timeout) after {_streamed_chars(parser)} characters"
+                ) from None
+            except httpx.RequestError as exc:
+                if not received:
+                    raise ProviderConnectionError(
+                        self._redact(f"the connection dropped before any data arrived: {exc}"),
+                        status_code=response.status_code,
+                        request_body=body,
+                        attempts=attempts,
+                    ) from None
+                raise failure(
+                    f"the connection dropped mid-stream after {_streamed_chars(parser)} characters"
+                ) from None
+        finally:
+            await response.aclose()
+        yield turn
+
+    async def list_models(self) -> list[str]:
+        """The model ids the server offers (GET /models)."""
+        response, attempts = await self._send("GET", "/models", None, None)
+        try:
+            data = json.loads(response.content)
+            return [str(model["id"]) for model in data["data"]]
+        except (ValueError, KeyError, TypeError):
+            raise ProviderHTTPError(
+                self._redact(f"unexpected /models answer: {_clip(response.text)}"),
+                status_code=response.status_code,
+                attempts=attempts,
+            ) from None
+
+    async def _send(
+        self, method: str, path: str, payload: bytes | None, body: dict[str, Any] | None
+    ) -> tuple[httpx.Response, int]:
+        """Send with retries until a 2xx response's headers arrive; the caller reads the body.
+
+        GET responses come back fully read; POST responses come back open for streaming.
+        """
+        url = self._url + path
+        headers = dict(self._headers)
+        if payload is not None:
+            headers["Content-Type"] = "application/json"
+        attempts = 0
+        while True:
+            attempts += 1
+            retries_left = attempts <= self.max_retries
+            try:
+                request = self._client.build_request(
+                    method,
+                    url,
+                    params=self._params,
+                    content=payload,
+                    headers=headers,
+                    timeout=self._timeout,
+                )
+            except httpx.InvalidURL as exc:
+                raise ProviderConnectionError(
+                    self._redact(f"invalid base URL {self.base_url}: {exc}"),
+                    request_body=body,
+                    attempts=attempts,
+                ) from None
+            try:
+                response = await self._client.send(request, stream=method == "POST")
+            except httpx.TransportError as exc:
+                message = self._describe(exc)
+                if retries_left and isinstance(exc, _RETRYABLE_ERRORS):
+                    await self._wait(message, {}, attempts)
+                    continue
+                raise ProviderConnectionError(
+                    message, request_body=body, attempts=attempts
+                ) from None
+            if response.is_success:
+                return response, attempts
+            try:
+                await response.aread()
+                text = response.text
+            except httpx.HTTPError:
+                text = ""
+            finally:
+                await response.aclose()
+            status = response.status_code
+            message = _provider_message(text, response.reason_phrase)
+            if response.is_redirect:
+                location = response.headers.get("location", "?")
+                message += f" (redirected to {location}: check the base URL)"
+            message = self._redact(message)
+            if retries_left and (status == 429 or status >= 500):
+                await self._wait(f"HTTP {status}: {message}", response.headers, attempts)
+                continue
+            raise ProviderHTTPError(
+                message, status_code=status, request_body=body, attempts=attempts
+            )
+
+    async def _wait(self, reason: str, headers: Mapping[str, str], attempts: int) -> None:
+        wait = retry_wait(
+            headers, retry=attempts - 1, backoff=self.backoff, max_wait=self.max_retry_wait
+        )
+        logger.warning(
+            "%s failed (%s); retry %d of %d in %.2fs",
+            self.base_url,
+            reason,
+            attempts,
+            self.max_retries,
+            wait,
+        )
+        await asyncio.sleep(wait)
+
+    def _describe(self, exc: httpx.TransportError) -> str:
+        detail = str(exc) or type(exc).__name__
+        if isinstance(exc, httpx.ConnectTimeout):
+            text = (
+                f"could not connect to {self.base_url} within "
+                f"{self.connect_timeout:g}s (connect timeout)"
+            )
+        elif isinstance(exc, httpx.ConnectError):
+            text = f"could not connect to {self.base_url}: {detail}"
+        elif isinstance(exc, httpx.ReadTimeout):
+            text = f"no response within {self.read_timeout:g}s (read timeout)"
+        elif isinstance(exc, httpx.TimeoutException):
+            text = f"request to {self.base_url} timed out ({type(exc).__name__})"
+        elif isinstance(exc, httpx.RemoteProtocolError):
+            text = f"{self.base_url} closed the connection without a response: {detail}"
+        else:
+            text = f"request to {self.base_url} failed: {type(exc).__name__}: {detail}"
+        return self._redact(text)
+
+    def _redact(self, text: str) -> str:
+        for secret in sorted(self._secrets, key=len, reverse=True):
+            text = text.replace(secret, REDACTED)
+        return text
+
+
+def _split_base_url(base_url: str) -> tuple[str, httpx.QueryParams, set[str]]:
+    """The URL to send to (query moved to params), its query params, and the secrets in them."""
+    parts = urlsplit(base_url.strip())
+    secrets: set[str] = set()
+    userinfo, _, _ = parts.netloc.rpartition("@")
+    if userinfo:
+        _, _, password = userinfo.partition(":")
+        secrets.update({userinfo, unquote(userinfo), password, unquote(password)})
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    secrets.update(value for name, value in params if _looks_secret(name))
+    secrets.discard("")
+    url = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
+    return url, httpx.QueryParams(parts.query), secrets
+
+
+def _display(url: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
+
+
+def _looks_secret(name: str) -> bool:
+    return any(hint in name.lower() for hint in _SECRET_HINTS)
+
+
+def _provider_message(text: str, reason: str) -> str:
+    """The provider's own error message out of the shapes servers use, else the raw text."""
+    text = text.strip()
+    try:
+        data: Any = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, list) and data:
+        data = data[0]
+    message: Any = None
+    if isinstance(data, dict):
+        error = data.get("error")
+        if isinstance(error, dict):
+            message = error.get("message") or error
+        elif error:
+            message = error
+        message = message or data.get("message") or data.get("detail")
+    if message and not isinstance(message, str):
+        message = json.dumps(message, ensure_ascii=False)
+    return _clip(message or text or reason or "no error message")
+
+
+def _is_json(response: httpx.Response) -> bool:
+    content_type: str = response.headers.get("content-type", "")
+    return content_type.startswith("application/json")
+
+
+def _completion_as_chunk(text: str) -> Any:
+    """A JSON answer (a server that ignored `stream`, or an error) in the shape of one chunk."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise StreamError(f"malformed response body: {_clip(text, 200)}") from None
+    if isinstance(data, dict) and isinstance(data.get("choices"), list):
+        choices = [
+            {**choice, "delta": choice.get("message")}
+            if isinstance(choice, dict) and "delta" not in choice
+            else choice
+            for choice in data["choices"]
+        ]
+        return {**data, "choices": choices}
+    return data
+
+
+def _streamed_chars(parser: ChatCompletionStreamParser) -> int:
+    return len(parser.text) + len(parser.reasoning)
+
+
+def _clip(text: str, limit: int = MAX_ERROR_CHARS) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + "…"

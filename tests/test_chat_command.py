@@ -1,0 +1,138 @@
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.core.management import CommandError, call_command
+
+from chat.agent import history
+from chat.models import Conversation, ModelCall, Run, ToolCall
+from chat.transcripts import load_history
+from tests.fake_openai import FakeOpenAIServer, error, text_turn, tool_turn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def chat(*args: str) -> tuple[str, str]:
+    out, err = StringIO(), StringIO()
+    call_command("chat", *args, stdout=out, stderr=err)
+    return out.getvalue(), err.getvalue()
+
+
+def test_scripted_turn_streams_tools_and_usage() -> None:
+    out, _ = chat("What time is it in Europe/Paris? Leave a handoff note too.", "--all-tools")
+
+    assert "→ Get current time" in out and "→ Handoff note" in out
+    assert "✓ Get current time" in out and "Europe/Paris" in out
+    assert "Here is what the tools said" in out
+    assert "Scripted model (offline)" in out and "completed" in out
+    conversation = Conversation.objects.get()
+    assert conversation.owner.username == "cli"
+    assert history.validate(load_history(conversation)) == []
+
+
+def test_json_output_and_multi_turn_continuation() -> None:
+    out, _ = chat("what time is it?", "--all-tools", "--json")
+    first = json.loads(out)
+    assert first["status"] == "completed"
+    assert [c["name"] for c in first["tool_calls"]] == ["get_current_time"]
+    assert first["tool_calls"][0]["status"] == "completed"
+    assert first["usage"]["total_tokens"] > 0
+    assert "Get current time" in first["text"]
+
+    out, _ = chat(
+        "and a handoff note please", "--conversation", str(first["conversation"]), "--json"
+    )
+    second = json.loads(out)
+    assert second["conversation"] == first["conversation"]
+    assert [c["name"] for c in second["tool_calls"]] == ["handoff_note"]
+    messages = load_history(Conversation.objects.get(pk=first["conversation"]))
+    assert [m.role for m in messages] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    assert history.validate(messages) == []
+
+
+def test_against_a_strict_openai_compatible_server(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.enqueue(
+        tool_turn(
+            [
+                ("call_a", "get_current_time", '{"timezone": "UTC"}'),
+                ("call_b", "handoff_note", '{"note": "deploy"}'),
+            ],
+            usage=(20, 10),
+        ),
+        text_turn("Noted, and it is noon.", usage=(40, 6)),
+        text_turn("You are welcome.", usage=(60, 4)),
+    )
+    base = ["--base-url", fake_openai.base_url, "--model", "m-1", "--api-key", "sk-test-secret"]
+    out, _ = chat("time and note", "--all-tools", "--system", "Be brief.", *base, "--json")
+    result = json.loads(out)
+    assert result["status"] == "completed"
+    assert result["text"] == "Noted, and it is noon."
+    assert result["usage"] == {"prompt_tokens": 60, "completion_tokens": 16, "total_tokens": 76}
+
+    out, _ = chat("thanks", "--conversation", str(result["conversation"]), *base, "--json")
+    assert json.loads(out)["text"] == "You are welcome."
+
+    bodies = [r.body for r in fake_openai.requests]
+    assert [m["role"] for m in bodies[1]["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+    ]
+    assert [m["role"] for m in bodies[2]["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "tool",
+        "assistant",
+        "user",
+    ]
+    assert bodies[0]["model"] == "m-1" and bodies[0]["stream"] is True
+    assert fake_openai.requests[0].headers["authorization"] == "Bearer sk-test-secret"
+    for call in ModelCall.objects.all():
+        assert "sk-test-secret" not in json.dumps(call.request) + call.error
+
+
+def test_provider_failure_exits_non_zero_with_its_message(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.enqueue(error(400, "Invalid value for 'temperature'"))
+    with pytest.raises(CommandError, match="HTTP 400: Invalid value for 'temperature'"):
+        chat("hi", "--base-url", fake_openai.base_url, "--model", "m")
+    run = Run.objects.get()
+    assert run.status == "failed"
+    assert ModelCall.objects.get().http_status == 400
+
+
+def test_bad_arguments_are_refused_and_write_nothing() -> None:
+    with pytest.raises(CommandError, match="unknown tool"):
+        chat("hi", "--tool", "nope")
+    with pytest.raises(CommandError, match="max_event_loops"):
+        chat("hi", "--max-event-loops", "0")
+    with pytest.raises(CommandError, match="No conversation 999"):
+        chat("hi", "--conversation", "999")
+    with pytest.raises(CommandError, match="No user named 'ghost'"):
+        chat("hi", "--user", "ghost")
+    with pytest.raises(CommandError, match="empty"):
+        chat("   ")
+    assert Run.objects.count() == 0 and ToolCall.objects.count() == 0
+
+
+def test_conversation_of_another_user_is_refused() -> None:
+    get_user_model().objects.create(username="grace")
+    out, _ = chat("hello", "--json")
+    conversation = json.loads(out)["conversation"]
+    with pytest.raises(CommandError, match="does not belong to 'grace'"):
+        chat("hi", "--conversation", str(conversation), "--user", "grace")
