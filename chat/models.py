@@ -84,6 +84,12 @@ class Run(models.Model):
     time_to_first_token = models.FloatField(null=True, blank=True, help_text="Seconds.")
     duration = models.FloatField(null=True, blank=True, help_text="Seconds.")
     error = models.TextField(blank=True)
+    worker = models.CharField(
+        max_length=200, blank=True, help_text="The process executing the run (host:pid:boot)."
+    )
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life from the executing process."
+    )
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -206,3 +212,24 @@ class ModelCall(models.Model):
 
     def __str__(self) -> str:
         return f"Model call {self.step} of run {self.run_id}"
+
+
+class HistoryRepair(models.Model):
+    """What a repair changed in a stored transcript, and why (cancel, crash, validate --fix)."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="history_repairs"
+    )
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="history_repairs"
+    )
+    reason = models.CharField(max_length=200)
+    added = models.JSONField(default=list, help_text="Messages added (OpenAI shape, index).")
+    removed = models.JSONField(default=list, help_text="Messages removed (OpenAI shape, index).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Repair of conversation {self.conversation_id}: {self.reason}"

@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
+import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from channels.db import database_sync_to_async as sync_to_async
@@ -30,6 +34,12 @@ logger = logging.getLogger(__name__)
 
 Listener = Callable[[Run, events.RunEvent], Awaitable[None]]
 _tasks: dict[int, asyncio.Task[Run]] = {}
+
+WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+HEARTBEAT_INTERVAL = 10.0
+# A run whose process has not shown a sign of life for this long is taken as dead.
+STALE_AFTER = timedelta(seconds=60)
+INTERRUPTED = "Interrupted: the server process stopped during the run."
 
 
 class RunRefused(Exception):
@@ -117,11 +127,15 @@ def _create_run(
                 )
             except ValueError as exc:
                 raise RunRefused(validation_text(exc)) from None
-            if conversation.runs.filter(status=RunStatus.IN_PROGRESS).exists():
-                raise RunRefused("A run is already in progress in this conversation.")
+            for active in conversation.runs.filter(status=RunStatus.IN_PROGRESS):
+                if not _is_dead(active):
+                    raise RunRefused("A run is already in progress in this conversation.")
+                interrupt(active)
             run = Run.objects.create(
                 conversation=conversation,
                 created_by=user,
+                worker=WORKER_ID,
+                heartbeat_at=timezone.now(),
                 model=parameters.model or client.model,
                 parameters=parameters.to_json(),
             )
@@ -172,6 +186,7 @@ async def execute_run(
             except Exception:
                 logger.exception("run %s: a listener failed on %s", run.pk, type(event).__name__)
 
+    heartbeat = asyncio.create_task(_beat(run.pk))
     try:
         async for event in runtime.run(request):
             await recorder.record(event)
@@ -185,8 +200,59 @@ async def execute_run(
         finished = await recorder.stop(RunStatus.FAILED, f"Internal error: {type(exc).__name__}")
         await tell(finished)
     finally:
+        heartbeat.cancel()
         await client.aclose()
     return run
+
+
+async def _beat(run_id: int) -> None:
+    """Tell other processes this run is alive, so they do not take it for a crashed one."""
+    while True:
+        await asyncio.sleep(HEARTBEAT_INTERVAL)
+        await Run.objects.filter(pk=run_id, status=RunStatus.IN_PROGRESS).aupdate(
+            heartbeat_at=timezone.now()
+        )
+
+
+def _is_dead(run: Run) -> bool:
+    """Whether the process executing an in-progress run is gone."""
+    if run.pk in _tasks or run.worker == WORKER_ID:
+        return run.pk not in _tasks
+    host, _, rest = run.worker.partition(":")
+    pid = rest.partition(":")[0]
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+    heartbeat = run.heartbeat_at or run.started_at
+    return heartbeat < timezone.now() - STALE_AFTER
+
+
+@transaction.atomic
+def interrupt(run: Run) -> None:
+    """Mark a run whose process died as interrupted and repair its conversation's history."""
+    run.status = RunStatus.INTERRUPTED
+    run.error = INTERRUPTED
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "error", "finished_at"])
+    run.tool_calls.filter(status=ToolCallStatus.IN_PROGRESS).update(
+        status=ToolCallStatus.FAILED, error=INTERRUPTED, finished_at=timezone.now()
+    )
+    transcripts.repair_conversation(run.conversation, reason=INTERRUPTED.rstrip("."), run=run)
+
+
+def recover_interrupted_runs() -> list[Run]:
+    """Interrupt every in-progress run whose process is gone; returns them."""
+    recovered = []
+    for run in Run.objects.filter(status=RunStatus.IN_PROGRESS).select_related("conversation"):
+        if _is_dead(run):
+            interrupt(run)
+            recovered.append(run)
+            logger.warning("run %s of conversation %s interrupted", run.pk, run.conversation_id)
+    return recovered
 
 
 @dataclass
@@ -382,5 +448,7 @@ class _Recorder:
             error=error,
             finished_at=timezone.now(),
         )
-        transcripts.repair_conversation(self.run.conversation, reason=error.rstrip("."))
+        transcripts.repair_conversation(
+            self.run.conversation, reason=error.rstrip("."), run=self.run
+        )
         self._finish(status, error, self.run.steps)

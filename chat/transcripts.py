@@ -9,7 +9,7 @@ from django.db import transaction
 
 from chat import agent
 from chat.agent import history
-from chat.models import Conversation, Message
+from chat.models import Conversation, HistoryRepair, Message, Run
 
 
 def to_chat_message(row: Message) -> agent.ChatMessage:
@@ -67,11 +67,13 @@ def tool_reply(reason: str) -> Callable[[agent.ToolCall], str]:
 
 
 @transaction.atomic
-def repair_conversation(conversation: Conversation, *, reason: str) -> tuple[int, int]:
+def repair_conversation(
+    conversation: Conversation, *, reason: str, run: Run | None = None
+) -> tuple[int, int]:
     """Make the stored transcript strict-valid with the history passes.
 
-    Answers dangling tool calls with a reply naming `reason` and drops orphan tool messages.
-    Returns (messages added, messages removed).
+    Answers dangling tool calls with a reply naming `reason` and drops orphan tool messages;
+    a HistoryRepair row records what changed. Returns (messages added, messages removed).
     """
     rows = list(conversation.messages.select_for_update().order_by("index"))
     values = to_chat_messages(rows)
@@ -106,6 +108,21 @@ def repair_conversation(conversation: Conversation, *, reason: str) -> tuple[int
             row.index = position
     Message.objects.bulk_update(survivors, ["index"])
     Message.objects.bulk_create(new_rows)
+    HistoryRepair.objects.create(
+        conversation=conversation,
+        run=run,
+        reason=reason,
+        added=[
+            {"index": position, **value.to_openai()}
+            for position, value in enumerate(repaired)
+            if id(value) not in row_for
+        ],
+        removed=[
+            {"index": row.index, **value.to_openai()}
+            for row, value in zip(rows, values, strict=True)
+            if id(value) not in kept
+        ],
+    )
     return len(added), len(removed)
 
 

@@ -246,3 +246,60 @@ async def test_repair_answers_dangling_calls_left_by_a_crash() -> None:
     assert history.validate(messages) == []
     indexes = [i async for i in conversation.messages.values_list("index", flat=True)]
     assert indexes == [0, 1, 2, 3]
+
+
+@database_sync_to_async
+def crashed_run(conversation: Conversation, worker: str, age: float = 0) -> Run:
+    """A run left in progress mid-tool-round by a process that is gone."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    run = Run.objects.create(
+        conversation=conversation,
+        worker=worker,
+        heartbeat_at=timezone.now() - timedelta(seconds=age),
+    )
+    transcripts.append_messages(
+        conversation,
+        [
+            agent.ChatMessage(role="user", content="q"),
+            agent.ChatMessage(role="assistant", tool_calls=(call("c1", "get_current_time"),)),
+        ],
+        run=run,
+    )
+    ToolCall.objects.create(run=run, call_id="c1", name="get_current_time")
+    return run
+
+
+async def test_runs_of_dead_processes_are_interrupted_and_repaired() -> None:
+    import socket
+
+    conversation = await make_conversation()
+    other = await make_conversation()
+    dead = await crashed_run(conversation, f"{socket.gethostname()}:999999999:abc")
+    alive_elsewhere = await crashed_run(other, "other-host:1:abc")
+
+    recovered = await database_sync_to_async(runs.recover_interrupted_runs)()
+
+    assert [r.pk for r in recovered] == [dead.pk]
+    await dead.arefresh_from_db()
+    assert dead.status == "interrupted" and "stopped" in dead.error
+    messages = await stored(conversation)
+    assert history.validate(messages) == []
+    assert "Interrupted" in (messages[-1].content or "")
+    assert (await ToolCall.objects.aget(run=dead)).status == "failed"
+    await alive_elsewhere.arefresh_from_db()
+    assert alive_elsewhere.status == "in_progress"
+
+
+async def test_a_stale_run_does_not_block_the_next_message() -> None:
+    conversation = await make_conversation()
+    stale = await crashed_run(conversation, "other-host:1:abc", age=3600)
+
+    run = await run_once(conversation, "hello again", ScriptedChatClient(["hi"]))
+
+    assert run.status == "completed"
+    await stale.arefresh_from_db()
+    assert stale.status == "interrupted"
+    assert history.validate(await stored(conversation)) == []
