@@ -111,6 +111,8 @@ def respond(messages: Sequence[ChatMessage], offered: Sequence[str]) -> Scripted
         wanted.append(("get_current_time", {"timezone": zone.group(1)} if zone else {}))
     if re.search(r"\b(hand ?off|handover|note)\b", lowered):
         wanted.append(("handoff_note", {"note": prompt.strip()[:500]}))
+    if re.search(r"\b(cards?|search|look up)\b", lowered):
+        wanted.append(("search_cards", {"query": prompt.strip()[:200]}))
     calls = [(name, args) for name, args in wanted if name in offered]
     missing = [name for name, _ in wanted if name not in offered]
     if calls:
@@ -132,8 +134,8 @@ def respond(messages: Sequence[ChatMessage], offered: Sequence[str]) -> Scripted
         )
     return ScriptedTurn(
         text=f"You said: “{prompt.strip()[:200]}”. I am the scripted model: I run offline and "
-        "answer from a script. Ask me for the time, to leave a handoff note, or both, and I "
-        "will call the tools that are enabled for this conversation."
+        "answer from a script. Ask me for the time, to search the cards, or to leave a handoff "
+        "note (or several at once), and I will call the tools enabled for this conversation."
     )
 
 
@@ -166,6 +168,10 @@ def _summarise(name: str, reply: ChatMessage) -> str:
         return f"- {label}: it is {data.get('iso')} ({data.get('timezone')})."
     if name == "handoff_note" and isinstance(data, dict):
         return f"- {label}: recorded for {data.get('recipient')}: “{data.get('note')}”."
+    if name == "search_cards" and isinstance(data, dict):
+        titles = [str(card.get("title")) for card in data.get("matches") or []]
+        found = ", ".join(f"**{title}**" for title in titles) if titles else "no matching card"
+        return f"- {label}: {found}."
     return f"- {label}: {content[:300]}"
 
 

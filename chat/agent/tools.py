@@ -158,6 +158,45 @@ def handoff_note(arguments: dict[str, Any]) -> dict[str, str]:
     }
 
 
+DEMO_CARDS: tuple[dict[str, str], ...] = (
+    {"title": "Streaming replies", "body": "Replies stream token by token over a WebSocket."},
+    {"title": "Tool pills", "body": "A finished reply names every tool it called as pills."},
+    {"title": "Looking up", "body": "While a tool runs, a pulsing indicator names it."},
+    {"title": "Strict history", "body": "Every tool call is answered before the next turn."},
+    {"title": "Stop button", "body": "Stop cancels a run; unanswered tool calls are closed."},
+    {"title": "Scripted model", "body": "An offline model that calls tools when asked."},
+    {"title": "Admin transcripts", "body": "Runs, tool calls and model calls in the admin."},
+    {"title": "Providers", "body": "Any OpenAI Chat Completions compatible endpoint works."},
+)
+
+
+@default_registry.tool(
+    name="search_cards",
+    description="Search the team's knowledge cards by keywords; returns the best matches.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "minLength": 1, "description": "Keywords to look for."},
+            "limit": {"type": "integer", "minimum": 1, "maximum": 10, "default": 3},
+        },
+        "required": ["query"],
+        "additionalProperties": False,
+    },
+)
+def search_cards(arguments: dict[str, Any]) -> dict[str, Any]:
+    words = {word.strip(".,?!:;\"'").lower() for word in arguments["query"].split()}
+    words.discard("")
+    scored = []
+    for card in DEMO_CARDS:
+        text = f"{card['title']} {card['body']}".lower()
+        score = sum(1 for word in words if len(word) > 2 and word in text)
+        if score:
+            scored.append((score, card))
+    scored.sort(key=lambda item: -item[0])
+    matches = [card for _, card in scored[: arguments.get("limit", 3)]]
+    return {"query": arguments["query"], "matches": matches}
+
+
 class EventAgent:
     """Executes tool calls. Every failure becomes a JSON error reply the model can read."""
 

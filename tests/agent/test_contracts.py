@@ -212,20 +212,20 @@ def test_default_tools_accepted_and_deduplicated() -> None:
 
 def custom_registry() -> ToolRegistry:
     registry = ToolRegistry()
-    registry.register(ToolDefinition(name="search_cards", description="Search."), lambda a: [])
+    registry.register(ToolDefinition(name="search_wiki", description="Search."), lambda a: [])
     return registry
 
 
 def test_custom_registry_through_context() -> None:
     registry = custom_registry()
-    data = request(enabled_tools=["search_cards"])
+    data = request(enabled_tools=["search_wiki"])
     run = DebugRunRequest.model_validate(data, context={"registry": registry})
-    assert run.parameters.enabled_tools == ("search_cards",)
+    assert run.parameters.enabled_tools == ("search_wiki",)
 
 
 def test_custom_registry_tool_unknown_without_context() -> None:
-    with pytest.raises(ValidationError, match="search_cards"):
-        DebugRunRequest.model_validate(request(enabled_tools=["search_cards"]))
+    with pytest.raises(ValidationError, match="search_wiki"):
+        DebugRunRequest.model_validate(request(enabled_tools=["search_wiki"]))
 
 
 def test_custom_registry_replaces_the_default_one() -> None:
@@ -235,7 +235,7 @@ def test_custom_registry_replaces_the_default_one() -> None:
         )
     message = only_error(info)["msg"]
     assert "get_current_time" in message
-    assert "known: search_cards" in message
+    assert "known: search_wiki" in message
 
 
 def test_empty_registry_lists_none_known() -> None:
@@ -306,7 +306,7 @@ def test_to_json_omits_defaults() -> None:
 def test_to_json_round_trips_with_custom_registry() -> None:
     registry = custom_registry()
     params = AgentParameters.model_validate(
-        {"enabled_tools": ["search_cards"]}, context={"registry": registry}
+        {"enabled_tools": ["search_wiki"]}, context={"registry": registry}
     )
     again = AgentParameters.model_validate(params.to_json(), context={"registry": registry})
     assert again == params

@@ -548,3 +548,14 @@ async def test_handoff_note_default_recipient() -> None:
 async def test_handoff_note_invalid_arguments(arguments: str) -> None:
     result = await BUILTINS.execute(call("handoff_note", arguments))
     assert "do not match the schema" in error_of(result)
+
+
+async def test_search_cards_finds_matching_cards() -> None:
+    agent_ = EventAgent(default_registry, ["search_cards"])
+    result = await agent_.execute(call("search_cards", '{"query": "pills for tools", "limit": 2}'))
+    data = json.loads(result.content)
+    assert result.status == "completed"
+    assert data["matches"][0]["title"] == "Tool pills"
+    assert len(data["matches"]) <= 2
+    nothing = await agent_.execute(call("search_cards", '{"query": "zebra"}'))
+    assert json.loads(nothing.content)["matches"] == []
