@@ -110,6 +110,12 @@ class Run(models.Model):
     def is_active(self) -> bool:
         return self.status == RunStatus.IN_PROGRESS
 
+    @property
+    def model_label(self) -> str:
+        from chat.agent.scripted import SCRIPTED_LABEL, SCRIPTED_MODEL
+
+        return SCRIPTED_LABEL if self.model == SCRIPTED_MODEL else self.model
+
 
 class Message(models.Model):
     """One provider-facing message, in order; the transcript sent back on the next run."""

@@ -1,5 +1,9 @@
 from __future__ import annotations
 
-from typing import Any
+from django.urls import path
 
-websocket_urlpatterns: list[Any] = []
+from chat.consumers import ChatConsumer
+
+websocket_urlpatterns = [
+    path("ws/conversations/<int:pk>/", ChatConsumer.as_asgi()),
+]

@@ -19,6 +19,7 @@ from datetime import timedelta
 from typing import Any
 
 from channels.db import database_sync_to_async as sync_to_async
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -28,6 +29,7 @@ from chat.agent import events
 from chat.agent.clients import ChatClient, OpenAICompatibleChatClient
 from chat.agent.runtime import DebugRuntime
 from chat.agent.scripted import ScriptedChatClient
+from chat.fragments import RunPublisher
 from chat.models import Conversation, Message, ModelCall, Run, RunStatus, ToolCall, ToolCallStatus
 
 logger = logging.getLogger(__name__)
@@ -89,10 +91,17 @@ async def start_run(
     written.
     """
     client = client or build_client()
-    run, request = await sync_to_async(_create_run)(
-        conversation=conversation, user=user, content=content, client=client
+    try:
+        run, request = await sync_to_async(_create_run)(
+            conversation=conversation, user=user, content=content, client=client
+        )
+    except RunRefused:
+        await client.aclose()
+        raise
+    publisher = RunPublisher(run)
+    task = asyncio.create_task(
+        execute_run(run, request, client, listeners=[*listeners, publisher], publisher=publisher)
     )
-    task = asyncio.create_task(execute_run(run, request, client, listeners=listeners))
     _tasks[run.pk] = task
     task.add_done_callback(lambda _: _tasks.pop(run.pk, None))
     return RunHandle(run=run, task=task)
@@ -174,8 +183,13 @@ async def execute_run(
     client: ChatClient,
     *,
     listeners: Sequence[Listener] = (),
+    publisher: RunPublisher | None = None,
 ) -> Run:
-    """Drive DebugRuntime for one run, persisting as it goes and telling every listener."""
+    """Drive DebugRuntime for one run, persisting as it goes and telling every listener.
+
+    While it runs, it answers control messages (cancel, catch-up) on the conversation's
+    control group, so a socket in any process can stop it or catch up with it.
+    """
     recorder = _Recorder(run)
     runtime = DebugRuntime(client=client)
 
@@ -187,7 +201,9 @@ async def execute_run(
                 logger.exception("run %s: a listener failed on %s", run.pk, type(event).__name__)
 
     heartbeat = asyncio.create_task(_beat(run.pk))
+    control = asyncio.create_task(_control(run, asyncio.current_task(), publisher))
     try:
+        await tell(events.RunStarted())
         async for event in runtime.run(request):
             await recorder.record(event)
             await tell(event)
@@ -201,8 +217,50 @@ async def execute_run(
         await tell(finished)
     finally:
         heartbeat.cancel()
+        control.cancel()
         await client.aclose()
     return run
+
+
+def control_group(conversation_id: int) -> str:
+    """The group a run in progress listens on for cancel and catch-up requests."""
+    return f"conversation-control.{conversation_id}"
+
+
+async def request_cancel(conversation_id: int) -> None:
+    """Ask the run in progress in a conversation to stop, whichever process executes it."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(control_group(conversation_id), {"type": "run.cancel"})
+
+
+async def request_catch_up(conversation_id: int, reply_channel: str) -> None:
+    """Ask the run in progress to send its live state to one socket."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(
+            control_group(conversation_id), {"type": "run.sync", "reply_channel": reply_channel}
+        )
+
+
+async def _control(
+    run: Run, task: asyncio.Task[Any] | None, publisher: RunPublisher | None
+) -> None:
+    layer = get_channel_layer()
+    if layer is None or task is None:
+        return
+    channel = await layer.new_channel("run-control.")
+    group = control_group(run.conversation_id)
+    await layer.group_add(group, channel)
+    try:
+        while True:
+            message = await layer.receive(channel)
+            if message.get("type") == "run.cancel":
+                task.cancel()
+            elif message.get("type") == "run.sync" and publisher is not None:
+                await publisher.send_snapshot(message["reply_channel"])
+    finally:
+        await asyncio.shield(layer.group_discard(group, channel))
 
 
 async def _beat(run_id: int) -> None:

@@ -7,5 +7,9 @@ from chat import views
 app_name = "chat"
 urlpatterns = [
     path("", views.conversation_list, name="conversation_list"),
+    path("c/new/", views.conversation_create, name="conversation_create"),
     path("c/<int:pk>/", views.conversation_detail, name="conversation_detail"),
+    path("c/<int:pk>/settings/", views.conversation_settings, name="conversation_settings"),
+    path("c/<int:pk>/rename/", views.conversation_rename, name="conversation_rename"),
+    path("c/<int:pk>/delete/", views.conversation_delete, name="conversation_delete"),
 ]

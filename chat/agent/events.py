@@ -72,6 +72,11 @@ StreamItem = TextDelta | ReasoningDelta | Usage | ModelRequestSent | TurnEnd
 
 
 @dataclass(frozen=True, slots=True)
+class RunStarted:
+    """The run is accepted and its user message stored; always the first event listeners see."""
+
+
+@dataclass(frozen=True, slots=True)
 class StepStarted:
     step: int
     max_steps: int

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import re
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -170,6 +171,54 @@ DEMO_CARDS: tuple[dict[str, str], ...] = (
 )
 
 
+_STOP_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "about",
+        "also",
+        "any",
+        "card",
+        "cards",
+        "can",
+        "do",
+        "does",
+        "find",
+        "for",
+        "from",
+        "how",
+        "i",
+        "in",
+        "is",
+        "it",
+        "leave",
+        "look",
+        "me",
+        "my",
+        "note",
+        "of",
+        "on",
+        "or",
+        "please",
+        "search",
+        "tell",
+        "that",
+        "the",
+        "them",
+        "there",
+        "this",
+        "to",
+        "up",
+        "what",
+        "which",
+        "with",
+        "you",
+    ]
+)
+
+
 @default_registry.tool(
     name="search_cards",
     description="Search the team's knowledge cards by keywords; returns the best matches.",
@@ -185,11 +234,13 @@ DEMO_CARDS: tuple[dict[str, str], ...] = (
 )
 def search_cards(arguments: dict[str, Any]) -> dict[str, Any]:
     words = {word.strip(".,?!:;\"'").lower() for word in arguments["query"].split()}
-    words.discard("")
+    words -= _STOP_WORDS
     scored = []
     for card in DEMO_CARDS:
         text = f"{card['title']} {card['body']}".lower()
-        score = sum(1 for word in words if len(word) > 2 and word in text)
+        score = sum(
+            1 for word in words if len(word) > 2 and re.search(rf"\b{re.escape(word)}", text)
+        )
         if score:
             scored.append((score, card))
     scored.sort(key=lambda item: -item[0])

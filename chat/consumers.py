@@ -1,0 +1,92 @@
+"""ChatConsumer: JSON frames in, HTML fragments out. Runs are started and stopped, never awaited."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from chat import runs
+from chat.fragments import render
+from chat.models import Conversation, RunStatus
+
+CLOSE_UNAUTHENTICATED = 4401
+CLOSE_NOT_FOUND = 4404
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    """One browser tab watching one conversation; a router between frames, runs and the group."""
+
+    conversation: Conversation
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        pk = self.scope["url_route"]["kwargs"]["pk"]
+        conversation = await Conversation.objects.for_user(user).filter(pk=pk).afirst()
+        if conversation is None:
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.conversation = conversation
+        self.group = conversation.group_name
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        if await conversation.runs.filter(status=RunStatus.IN_PROGRESS).aexists():
+            await runs.request_catch_up(conversation.pk, self.channel_name)
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if text_data is None:
+            await self.notice("Binary frames are not accepted; send JSON text frames.")
+            return
+        try:
+            frame = json.loads(text_data)
+        except json.JSONDecodeError:
+            await self.notice("That frame is not valid JSON.")
+            return
+        if not isinstance(frame, dict):
+            await self.notice("A frame must be a JSON object with an action.")
+            return
+        action = frame.get("action")
+        if action == "send":
+            await self.send_message(frame.get("message"))
+        elif action == "cancel":
+            await runs.request_cancel(self.conversation.pk)
+        else:
+            await self.notice(f"Unknown action {str(action)[:40]!r}: use send or cancel.")
+
+    async def send_message(self, message: Any) -> None:
+        if not isinstance(message, str):
+            await self.notice("A send frame needs a message (a string).")
+            return
+        limit = settings.AGENTLAB_MAX_MESSAGE_CHARS
+        if len(message) > limit:
+            await self.notice(
+                f"The message is too long: {len(message):,} characters (limit {limit:,})."
+            )
+            return
+        try:
+            await runs.start_run(
+                conversation=self.conversation, user=self.scope["user"], content=message
+            )
+        except runs.RunRefused as exc:
+            await self.notice(str(exc))
+            return
+        # Only the sender's composer is emptied; other tabs keep what they typed.
+        await self.send(
+            text_data=render("composer", {"oob": True, "running": True, "max_message_chars": limit})
+        )
+
+    async def notice(self, text: str) -> None:
+        """An error for this socket only, shown above the composer."""
+        await self.send(text_data=render("notice", {"notice": text}))
+
+    async def chat_fragment(self, event: dict[str, Any]) -> None:
+        await self.send(text_data=event["html"])

@@ -1,0 +1,231 @@
+"""Run events -> HTML fragments (template partials with hx-swap-oob) for the conversation group.
+
+The page is rendered from the database with the same partials, so a reload shows what the live
+stream showed. Text deltas are coalesced: a fast provider becomes a few dozen frames a second,
+not one frame per token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.template.loader import render_to_string
+from django.utils.html import escape
+
+from chat.agent import events
+from chat.agent.tools import humanize
+from chat.models import Conversation, Message, Run, ToolCall
+from chat.rendering import markdown
+
+TEMPLATE = "chat/conversation.html"
+FLUSH_INTERVAL = 0.04
+
+
+def render(partial: str, context: dict[str, Any]) -> str:
+    """Render one named fragment of the conversation page; names are ours, never the client's."""
+    return render_to_string(f"{TEMPLATE}#{partial}", context)
+
+
+@dataclass
+class Turn:
+    """One user message and the agent's reply to it (every assistant message of its run)."""
+
+    user: Message | None
+    run: Run | None = None
+    replies: list[Message] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        if self.run is not None:
+            return str(self.run.pk)
+        anchor = self.user or (self.replies[0] if self.replies else None)
+        return f"m{anchor.pk}" if anchor is not None else "none"
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(m.content for m in self.replies if m.content)
+
+    @property
+    def html(self) -> str:
+        return markdown(self.text)
+
+    @property
+    def reasoning(self) -> str:
+        return "\n\n".join(m.reasoning for m in self.replies if m.reasoning)
+
+    @property
+    def is_active(self) -> bool:
+        return self.run is not None and self.run.is_active
+
+
+def conversation_turns(conversation: Conversation) -> list[Turn]:
+    """The conversation as turns, in three queries whatever its length."""
+    runs = {run.pk: run for run in conversation.runs.all()}
+    calls: dict[int, list[ToolCall]] = {}
+    for call in ToolCall.objects.filter(run__conversation=conversation).order_by(
+        "step", "position", "pk"
+    ):
+        calls.setdefault(call.run_id, []).append(call)
+    turns: list[Turn] = []
+    for message in conversation.messages.order_by("index"):
+        run = runs.get(message.run_id) if message.run_id else None
+        if message.role == "user":
+            turns.append(
+                Turn(user=message, run=run, tool_calls=calls.get(run.pk, []) if run else [])
+            )
+        elif message.role == "assistant":
+            if not turns or (turns[-1].run is not run and run is not None):
+                turns.append(
+                    Turn(user=None, run=run, tool_calls=calls.get(run.pk, []) if run else [])
+                )
+            turns[-1].replies.append(message)
+    return turns
+
+
+def turn_for_run(run: Run) -> Turn:
+    run = Run.objects.select_related("conversation").get(pk=run.pk)
+    messages = list(run.messages.order_by("index"))
+    user = next((m for m in messages if m.role == "user"), None)
+    return Turn(
+        user=user,
+        run=run,
+        replies=[m for m in messages if m.role == "assistant"],
+        tool_calls=list(run.tool_calls.order_by("step", "position", "pk")),
+    )
+
+
+@dataclass
+class LiveState:
+    """What has been published of a run in progress; the catch-up snapshot renders from it."""
+
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    running: dict[str, str] = field(default_factory=dict)
+    finished: list[events.ToolResult] = field(default_factory=list)
+
+    def indicator(self) -> str:
+        return ", ".join(humanize(name) for name in self.running.values())
+
+
+class RunPublisher:
+    """Listener that turns one run's events into fragments for the conversation's group."""
+
+    def __init__(self, run: Run, *, interval: float = FLUSH_INTERVAL) -> None:
+        self.run = run
+        self.group = f"conversation.{run.conversation_id}"
+        self.layer = get_channel_layer()
+        self.interval = interval
+        self.state = LiveState()
+        self.frames = 0
+        self._pending: list[tuple[str, str]] = []
+        self._last_flush = 0.0
+        self._timer: asyncio.TimerHandle | None = None
+        self._lock = asyncio.Lock()
+        self._paragraph_break = False
+
+    async def __call__(self, run: Run, event: events.RunEvent) -> None:
+        if isinstance(event, events.TextDelta | events.ReasoningDelta):
+            self._buffer(event)
+            return
+        async with self._lock:
+            html = self._drain() + await self._render(event)
+            await self._publish(html)
+
+    def _buffer(self, event: events.TextDelta | events.ReasoningDelta) -> None:
+        kind = "text" if isinstance(event, events.TextDelta) else "reasoning"
+        text = event.text
+        if kind == "text" and self._paragraph_break:
+            text, self._paragraph_break = "\n\n" + text, False
+        self._pending.append((kind, text))
+        wait = self._last_flush + self.interval - time.monotonic()
+        if wait <= 0:
+            asyncio.ensure_future(self.flush())
+        elif self._timer is None:
+            loop = asyncio.get_running_loop()
+            self._timer = loop.call_later(wait, lambda: asyncio.ensure_future(self.flush()))
+
+    async def flush(self) -> None:
+        async with self._lock:
+            await self._publish(self._drain())
+
+    def _drain(self) -> str:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._pending:
+            return ""
+        self._last_flush = time.monotonic()
+        pending, self._pending = self._pending, []
+        key = self.run.pk
+        parts = []
+        for kind, chunk in _merge(pending):
+            getattr(self.state, kind).append(chunk)
+            target = f"reply-{key}-text" if kind == "text" else f"reply-{key}-reasoning"
+            parts.append(f'<span id="{target}" hx-swap-oob="beforeend">{escape(chunk)}</span>')
+        return "".join(parts)
+
+    async def _render(self, event: events.RunEvent) -> str:
+        key = self.run.pk
+        state = self.state
+        match event:
+            case events.RunStarted():
+                turn = await database_sync_to_async(turn_for_run)(self.run)
+                return (
+                    '<div id="transcript" hx-swap-oob="beforeend">'
+                    + render("turn", {"turn": turn, "live": state})
+                    + "</div>"
+                    + render("run-state", {"running": True})
+                    + render("notice", {})
+                    + render("title", {"conversation": turn.run.conversation, "oob": True})
+                )
+            case events.TurnEnd(message) if message.content:
+                self._paragraph_break = True
+            case events.ToolCallStarted(call):
+                state.running[call.id] = call.name
+                return render("indicator", {"key": key, "live": state, "oob": True})
+            case events.ToolCallFinished(result):
+                state.running.pop(result.tool_call.id, None)
+                state.finished.append(result)
+                return render("indicator", {"key": key, "live": state, "oob": True}) + (
+                    f'<span id="pills-{key}" hx-swap-oob="beforeend">'
+                    + render("live-pill", {"result": result})
+                    + "</span>"
+                )
+            case events.RunFinished():
+                turn = await database_sync_to_async(turn_for_run)(self.run)
+                return render("reply", {"turn": turn, "oob": True}) + render(
+                    "run-state", {"running": False}
+                )
+        return ""
+
+    async def snapshot(self) -> str:
+        """The live reply as published so far (pending text is not in it: it follows)."""
+        turn = await database_sync_to_async(turn_for_run)(self.run)
+        return render("live-reply", {"turn": turn, "live": self.state, "oob": True})
+
+    async def send_snapshot(self, channel: str) -> None:
+        async with self._lock:
+            html = await self.snapshot() + render("run-state", {"running": True})
+            await self.layer.send(channel, {"type": "chat.fragment", "html": html})
+
+    async def _publish(self, html: str) -> None:
+        if html and self.layer is not None:
+            self.frames += 1
+            await self.layer.group_send(self.group, {"type": "chat.fragment", "html": html})
+
+
+def _merge(pending: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    merged: list[tuple[str, str]] = []
+    for kind, text in pending:
+        if merged and merged[-1][0] == kind:
+            merged[-1] = (kind, merged[-1][1] + text)
+        else:
+            merged.append((kind, text))
+    return merged

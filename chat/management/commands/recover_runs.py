@@ -1,0 +1,36 @@
+"""manage.py recover_runs: interrupt runs whose process died, and repair their histories."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand
+
+from chat import runs
+from chat.models import HistoryRepair, Run, RunStatus
+
+
+class Command(BaseCommand):
+    help = (
+        "Mark every run left in progress by a process that stopped (a crash, a restart) as "
+        "interrupted, and repair its conversation's history so the next run can continue. Runs "
+        "of live processes are left alone: a process is dead when its pid is gone on this host, "
+        "or when it has not shown a sign of life for "
+        f"{int(runs.STALE_AFTER.total_seconds())} seconds. The server does the same as it starts."
+    )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        recovered = runs.recover_interrupted_runs()
+        repairs = HistoryRepair.objects.filter(run__in=[run.pk for run in recovered])
+        changes = {repair.run_id: (len(repair.added), len(repair.removed)) for repair in repairs}
+        for run in recovered:
+            added, removed = changes.get(run.pk, (0, 0))
+            self.stdout.write(
+                f"run {run.pk} of conversation {run.conversation_id} (worker {run.worker or '?'}): "
+                f"interrupted; history repaired: added {added}, removed {removed} message(s)"
+            )
+        alive = Run.objects.filter(status=RunStatus.IN_PROGRESS).count()
+        summary = f"Recovered {len(recovered)} run(s)"
+        if alive:
+            summary += f"; {alive} run(s) in progress in live processes left alone"
+        self.stdout.write(self.style.SUCCESS(summary + "."))

@@ -1,0 +1,56 @@
+"""What a server process does once as it starts: recover runs that a dead process left behind."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+from django.db import DatabaseError, connections
+
+from chat import runs
+from chat.models import Run
+
+logger = logging.getLogger(__name__)
+
+
+def recover_on_start() -> list[Run]:
+    """Mark runs left in progress by a process that died as interrupted and repair their history.
+
+    Never raises: a server must start even before `migrate` (the error is logged). Safe when
+    several processes start at once: only runs whose process is gone are touched. Called from
+    inside an event loop (an ASGI server importing the app), it works in a thread of its own,
+    since the ORM refuses synchronous queries there.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _recover()
+    recovered: list[Run] = []
+
+    def work() -> None:
+        try:
+            recovered.extend(_recover())
+        finally:
+            connections.close_all()
+
+    thread = threading.Thread(target=work, name="recover-runs")
+    thread.start()
+    thread.join()
+    return recovered
+
+
+def _recover() -> list[Run]:
+    try:
+        recovered = runs.recover_interrupted_runs()
+    except DatabaseError as exc:
+        logger.warning("interrupted runs not recovered: the database is not ready (%s)", exc)
+        return []
+    except Exception:
+        logger.exception("interrupted runs not recovered")
+        return []
+    if recovered:
+        logger.warning(
+            "recovered %d run(s) left in progress by a process that stopped", len(recovered)
+        )
+    return recovered

@@ -1,0 +1,60 @@
+// Agent Lab: the little the page needs beyond htmx. No inline handlers (the CSP forbids them).
+(function () {
+  "use strict";
+
+  function composer() { return document.getElementById("composer"); }
+
+  function applyRunState() {
+    var state = document.getElementById("run-state");
+    var form = composer();
+    if (!state || !form) return;
+    var running = state.dataset.running === "true";
+    form.querySelectorAll("textarea, button").forEach(function (el) { el.disabled = running; });
+    var stop = document.getElementById("stop");
+    if (stop) stop.hidden = !running;
+    if (!running) {
+      var box = document.getElementById("message");
+      if (box && document.activeElement === document.body) box.focus();
+    }
+  }
+
+  // Keep the newest text in view while streaming, unless the reader has scrolled up.
+  var stick = true;
+  function nearBottom() {
+    var doc = document.documentElement;
+    return doc.scrollHeight - window.scrollY - window.innerHeight < 80;
+  }
+  window.addEventListener("scroll", function () { stick = nearBottom(); }, { passive: true });
+
+  document.addEventListener("DOMContentLoaded", function () {
+    applyRunState();
+    var transcript = document.getElementById("transcript");
+    if (transcript) {
+      new MutationObserver(function () {
+        var hint = document.getElementById("empty-hint");
+        if (hint && transcript.children.length) hint.remove();
+        if (stick) window.scrollTo(0, document.documentElement.scrollHeight);
+      }).observe(transcript, { childList: true, subtree: true, characterData: true });
+      window.scrollTo(0, document.documentElement.scrollHeight);
+    }
+    document.querySelectorAll("form[data-confirm]").forEach(function (form) {
+      form.addEventListener("submit", function (event) {
+        if (!window.confirm(form.dataset.confirm)) event.preventDefault();
+      });
+    });
+  });
+
+  // Enter sends, Shift+Enter adds a line. Delegated: the server replaces the composer after a send.
+  document.addEventListener("keydown", function (event) {
+    var box = event.target;
+    if (!box || box.id !== "message") return;
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      if (box.value.trim() && !box.disabled) composer().requestSubmit();
+    }
+  });
+  document.addEventListener("htmx:wsAfterSend", function (event) {
+    if (event.target && event.target.id === "composer") stick = true;
+  });
+  document.addEventListener("htmx:wsAfterMessage", applyRunState);
+})();

@@ -1,0 +1,336 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth import get_user_model
+from django.test import Client
+
+from agentlab_site.asgi import application
+from chat import agent, runs
+from chat.agent.errors import ProviderHTTPError
+from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
+from chat.models import Conversation, Message, Run
+from chat.routing import websocket_urlpatterns
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ORIGIN = (b"origin", b"http://localhost")
+
+
+@database_sync_to_async
+def make_user(name: str = "ada") -> Any:
+    return get_user_model().objects.create_user(name, password="pw-123456789")
+
+
+@database_sync_to_async
+def make_conversation(owner: Any) -> Conversation:
+    conversation = Conversation(owner=owner)
+    conversation.set_agent_parameters(runs.default_parameters())
+    conversation.save()
+    return conversation
+
+
+@pytest.fixture
+def use_client(monkeypatch: pytest.MonkeyPatch) -> Callable[[ScriptedChatClient], None]:
+    def use(client: ScriptedChatClient) -> None:
+        monkeypatch.setattr(runs, "build_client", lambda **_: client)
+
+    return use
+
+
+async def connect(user: Any, conversation: Conversation) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(
+        URLRouter(websocket_urlpatterns), f"/ws/conversations/{conversation.pk}/"
+    )
+    communicator.scope["user"] = user
+    connected, _ = await communicator.connect()
+    assert connected
+    return communicator
+
+
+async def frames_until(
+    communicator: WebsocketCommunicator, marker: str, timeout: float = 5
+) -> list[str]:
+    frames: list[str] = []
+    while not frames or marker not in frames[-1]:
+        frames.append(await communicator.receive_from(timeout=timeout))
+    return frames
+
+
+DONE = 'data-running="false"'
+
+
+async def send(communicator: WebsocketCommunicator, message: str) -> None:
+    await communicator.send_to(text_data=json.dumps({"action": "send", "message": message}))
+
+
+def text_of(frames: list[str]) -> str:
+    return "".join(
+        chunk
+        for frame in frames
+        for chunk in re.findall(r'-text" hx-swap-oob="beforeend">(.*?)</span>', frame, re.S)
+    )
+
+
+async def test_a_run_streams_indicator_pills_and_final_reply(use_client: Any) -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    use_client(ScriptedChatClient())
+    ws = await connect(user, conversation)
+
+    await send(ws, "What time is it? Search the cards for pills too")
+    frames = await frames_until(ws, DONE)
+    everything = "\n".join(frames)
+
+    first = next(f for f in frames if 'id="transcript" hx-swap-oob="beforeend"' in f)
+    assert "What time is it? Search the cards for pills too" in first
+    assert 'data-running="true"' in first
+    assert any('id="composer"' in f and "hx-swap-oob" in f for f in frames)
+    assert "Looking up: Get current time, Search cards" in everything
+    indicator_frames = [f for f in frames if 'id="indicator-' in f]
+    assert "Looking up" not in indicator_frames[-1]
+    final = frames[-1]
+    assert 'class="pill pill-completed"' in final
+    assert "Get current time" in final and "Search cards" in final
+    assert "Here is what the tools said" in final and "<li>" in final
+    await ws.disconnect()
+
+
+async def test_a_reply_without_tools_has_no_pill_row(use_client: Any) -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    use_client(ScriptedChatClient(["Just **text**."]))
+    ws = await connect(user, conversation)
+    await send(ws, "hello")
+    final = (await frames_until(ws, DONE))[-1]
+    assert "<strong>text</strong>" in final
+    assert 'class="pills"' not in final
+    await ws.disconnect()
+
+
+async def test_deltas_are_coalesced_and_escaped(use_client: Any) -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    reply = "<b>tag</b> " + " ".join(f"w{i}" for i in range(3000))
+    use_client(ScriptedChatClient([reply]))
+    ws = await connect(user, conversation)
+    await send(ws, "talk a lot")
+    frames = await frames_until(ws, DONE, timeout=10)
+
+    assert len(frames) < 40, len(frames)
+    streamed = text_of(frames)
+    assert streamed.startswith("&lt;b&gt;tag&lt;/b&gt; w0 w1")
+    assert streamed.endswith("w2999")
+    assert "<b>tag</b>" not in "".join(frames)
+    assert "&lt;b&gt;tag&lt;/b&gt;" in frames[-1]
+    await ws.disconnect()
+
+
+async def test_provider_error_shows_status_and_message(use_client: Any) -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    error = ProviderHTTPError("Rate limit reached for gpt-x", status_code=429)
+    use_client(ScriptedChatClient([ScriptedTurn("partial ", error=error)]))
+    ws = await connect(user, conversation)
+    await send(ws, "hi")
+    final = (await frames_until(ws, DONE))[-1]
+    assert "HTTP 429: Rate limit reached for gpt-x" in final
+    assert "partial" in final and "Failed" in final
+    await ws.disconnect()
+
+
+async def test_stop_cancels_and_the_next_message_works(use_client: Any) -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    use_client(ScriptedChatClient([" ".join(["slow"] * 500)], delay=0.01))
+    ws = await connect(user, conversation)
+    await send(ws, "go")
+    await frames_until(ws, "-text")
+    await ws.send_to(text_data=json.dumps({"action": "cancel"}))
+    final = (await frames_until(ws, DONE))[-1]
+    assert "Cancelled by the user" in final
+
+    run = await Run.objects.aget()
+    assert run.status == "cancelled"
+    use_client(ScriptedChatClient(["again"]))
+    await send(ws, "next")
+    final = (await frames_until(ws, DONE))[-1]
+    assert "again" in final
+    await ws.disconnect()
+
+
+async def test_second_send_while_running_is_refused_and_writes_nothing(use_client: Any) -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    use_client(ScriptedChatClient([" ".join(["slow"] * 300)], delay=0.01))
+    ws = await connect(user, conversation)
+    await send(ws, "first")
+    await frames_until(ws, "-text")
+    await send(ws, "second")
+    notice = await frames_until(ws, 'id="notice"')
+    assert "already in progress" in notice[-1]
+    assert await Message.objects.filter(content="second").acount() == 0
+    await ws.send_to(text_data=json.dumps({"action": "cancel"}))
+    await frames_until(ws, DONE)
+    await ws.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("frame", "expected"),
+    [
+        ("not json", "not valid JSON"),
+        ("[1, 2]", "JSON object"),
+        ('{"action": "dance"}', "Unknown action"),
+        ('{"action": "send"}', "needs a message"),
+        ('{"action": "send", "message": 42}', "needs a message"),
+        ('{"action": "send", "message": "   "}', "empty"),
+    ],
+)
+async def test_malformed_frames_get_a_clear_notice(frame: str, expected: str) -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    ws = await connect(user, conversation)
+    await ws.send_to(text_data=frame)
+    reply = await ws.receive_from(timeout=5)
+    assert 'id="notice"' in reply and expected in reply
+    assert await Run.objects.acount() == 0
+    await ws.disconnect()
+
+
+async def test_binary_and_oversized_frames_are_refused(settings: Any) -> None:
+    settings.AGENTLAB_MAX_MESSAGE_CHARS = 100
+    user = await make_user()
+    conversation = await make_conversation(user)
+    ws = await connect(user, conversation)
+    await ws.send_to(bytes_data=b"\x00\x01")
+    assert "Binary frames" in await ws.receive_from(timeout=5)
+    await send(ws, "x" * 101)
+    assert "too long" in await ws.receive_from(timeout=5)
+    assert await Message.objects.acount() == 0
+    await ws.disconnect()
+
+
+async def test_user_input_is_escaped(use_client: Any) -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    use_client(ScriptedChatClient(["ok"]))
+    ws = await connect(user, conversation)
+    await send(ws, '<img src=x onerror="alert(1)">')
+    frames = await frames_until(ws, DONE)
+    assert "<img" not in "".join(frames)
+    assert "&lt;img src=x onerror=&quot;alert(1)&quot;&gt;" in "".join(frames)
+    await ws.disconnect()
+
+
+async def test_two_sockets_on_one_conversation_both_see_the_stream(use_client: Any) -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    use_client(ScriptedChatClient(["shared reply"]))
+    first = await connect(user, conversation)
+    second = await connect(user, conversation)
+    await send(first, "hi")
+    for ws in (first, second):
+        final = (await frames_until(ws, DONE))[-1]
+        assert "shared reply" in final
+        await ws.disconnect()
+
+
+async def test_reconnect_mid_run_catches_up(use_client: Any) -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    words = [f"w{i}" for i in range(200)]
+    use_client(ScriptedChatClient([" ".join(words)], delay=0.005))
+    ws = await connect(user, conversation)
+    await send(ws, "go")
+    await frames_until(ws, "-text")
+    await ws.disconnect()
+    await asyncio.sleep(0.1)
+
+    late = await connect(user, conversation)
+    frames = await frames_until(late, DONE)
+    snapshot = frames[0]
+    assert 'class="message assistant streaming"' in snapshot and 'hx-swap-oob="true"' in snapshot
+    caught_up = re.search(r'id="reply-\d+-text">(.*?)</div>', snapshot, re.S)
+    assert caught_up and caught_up.group(1).startswith("w0 w1")
+    assembled = caught_up.group(1) + text_of(frames[1:])
+    assert assembled == " ".join(words)
+    await late.disconnect()
+
+
+async def test_closing_the_socket_does_not_stop_the_run(use_client: Any) -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    use_client(ScriptedChatClient(["a b c d e f g h"], delay=0.02))
+    ws = await connect(user, conversation)
+    await send(ws, "go")
+    await frames_until(ws, 'data-running="true"')
+    await ws.disconnect()
+    for _ in range(100):
+        run = await Run.objects.aget()
+        if run.status != "in_progress":
+            break
+        await asyncio.sleep(0.05)
+    assert run.status == "completed"
+    assert await Message.objects.filter(content="a b c d e f g h").aexists()
+
+
+async def test_anonymous_and_foreign_sockets_are_closed() -> None:
+    owner = await make_user("owner")
+    other = await make_user("mallory")
+    conversation = await make_conversation(owner)
+
+    anonymous = WebsocketCommunicator(
+        application, f"/ws/conversations/{conversation.pk}/", headers=[ORIGIN]
+    )
+    connected, _ = await anonymous.connect()
+    assert not connected
+
+    foreign = WebsocketCommunicator(
+        URLRouter(websocket_urlpatterns), f"/ws/conversations/{conversation.pk}/"
+    )
+    foreign.scope["user"] = other
+    connected, code = await foreign.connect()
+    assert not connected and code == 4404
+
+
+async def test_session_login_and_origin_check_through_the_asgi_app() -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    client = Client()
+    await database_sync_to_async(client.force_login)(user)
+    cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
+    path = f"/ws/conversations/{conversation.pk}/"
+
+    good = WebsocketCommunicator(application, path, headers=[ORIGIN, (b"cookie", cookie)])
+    connected, _ = await good.connect()
+    assert connected
+    await good.disconnect()
+
+    evil = WebsocketCommunicator(
+        application, path, headers=[(b"origin", b"http://evil.example"), (b"cookie", cookie)]
+    )
+    connected, _ = await evil.connect()
+    assert not connected
+
+
+def test_agent_package_has_no_django_imports() -> None:
+    import ast
+    import pathlib
+
+    for path in pathlib.Path(agent.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = (
+                    [node.module or ""]
+                    if isinstance(node, ast.ImportFrom)
+                    else [alias.name for alias in node.names]
+                )
+                assert not any(name.split(".")[0] in {"django", "channels"} for name in names), path

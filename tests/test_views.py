@@ -1,0 +1,201 @@
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from chat import runs
+from chat.agent.scripted import ScriptedChatClient
+from chat.models import Conversation, Run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def user() -> Any:
+    return get_user_model().objects.create_user("ada", password="pw-123456789")
+
+
+@pytest.fixture
+def client_in(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def conversation_of(owner: Any, **fields: Any) -> Conversation:
+    conversation = Conversation(owner=owner, **fields)
+    conversation.set_agent_parameters(runs.default_parameters())
+    conversation.save()
+    return conversation
+
+
+def run_turn(conversation: Conversation, content: str, client: ScriptedChatClient) -> Run:
+    async def go() -> Run:
+        handle = await runs.start_run(
+            conversation=conversation, user=conversation.owner, content=content, client=client
+        )
+        return await handle.task
+
+    return asyncio.run(go())
+
+
+def test_pages_require_login(user: Any) -> None:
+    conversation = conversation_of(user)
+    anonymous = Client()
+    for url in [
+        reverse("chat:conversation_list"),
+        reverse("chat:conversation_detail", args=[conversation.pk]),
+        reverse("chat:conversation_settings", args=[conversation.pk]),
+    ]:
+        response = anonymous.get(url)
+        assert response.status_code == 302 and "/login/" in response["Location"]
+    assert anonymous.post(reverse("chat:conversation_create")).status_code == 302
+    assert Conversation.objects.count() == 1
+
+
+def test_another_users_conversation_is_a_404(client_in: Client) -> None:
+    other = get_user_model().objects.create_user("mallory", password="pw-123456789")
+    theirs = conversation_of(other, title="secret plans")
+    for name in ["conversation_detail", "conversation_settings"]:
+        response = client_in.get(reverse(f"chat:{name}", args=[theirs.pk]))
+        assert response.status_code == 404
+    for name in ["conversation_rename", "conversation_delete"]:
+        response = client_in.post(reverse(f"chat:{name}", args=[theirs.pk]), {"title": "mine"})
+        assert response.status_code == 404
+    theirs.refresh_from_db()
+    assert theirs.title == "secret plans"
+    assert "secret plans" not in client_in.get(reverse("chat:conversation_list")).content.decode()
+
+
+def test_reload_shows_the_pills_from_the_database(client_in: Client, user: Any) -> None:
+    conversation = conversation_of(user)
+    run_turn(conversation, "time and a handoff note please", ScriptedChatClient())
+    run_turn(conversation, "hello", ScriptedChatClient(["Plain answer."]))
+
+    page = client_in.get(reverse("chat:conversation_detail", args=[conversation.pk]))
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert html.count('class="pills"') == 1
+    assert 'class="pill pill-completed"' in html
+    assert "Get current time" in html and "Handoff note" in html
+    assert "Plain answer." in html
+    assert "Scripted model (offline)" in html
+    assert f'ws-connect="/ws/conversations/{conversation.pk}/"' in html
+
+
+def test_page_sends_a_content_security_policy(client_in: Client, user: Any) -> None:
+    conversation = conversation_of(user)
+    response = client_in.get(reverse("chat:conversation_detail", args=[conversation.pk]))
+    policy = response["Content-Security-Policy"]
+    assert "script-src 'self' 'nonce-" in policy and "object-src 'none'" in policy
+    assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+
+
+def test_create_rename_and_delete(client_in: Client, user: Any) -> None:
+    response = client_in.post(reverse("chat:conversation_create"))
+    conversation = Conversation.objects.get()
+    assert response["Location"] == reverse("chat:conversation_detail", args=[conversation.pk])
+    assert set(conversation.agent_parameters().enabled_tools) >= {"get_current_time"}
+
+    client_in.post(
+        reverse("chat:conversation_rename", args=[conversation.pk]), {"title": " New  name "}
+    )
+    conversation.refresh_from_db()
+    assert conversation.title == "New name"
+
+    response = client_in.post(reverse("chat:conversation_delete", args=[conversation.pk]))
+    assert response.status_code == 302 and not Conversation.objects.exists()
+
+
+def test_list_redirects_to_the_newest_conversation(client_in: Client, user: Any) -> None:
+    assert b"Start a conversation" in client_in.get(reverse("chat:conversation_list")).content
+    conversation_of(user, title="old")
+    newest = conversation_of(user, title="new")
+    response = client_in.get(reverse("chat:conversation_list"))
+    assert response["Location"] == reverse("chat:conversation_detail", args=[newest.pk])
+
+
+def settings_data(**overrides: Any) -> dict[str, Any]:
+    data = {
+        "agent-model": "",
+        "agent-temperature": "0.5",
+        "agent-top_p": "",
+        "agent-max_tokens": "",
+        "agent-max_event_loops": "4",
+        "agent-enabled_tools": ["handoff_note"],
+        "system-TOTAL_FORMS": "1",
+        "system-INITIAL_FORMS": "0",
+        "system-0-content": "Be brief.",
+        "pre-TOTAL_FORMS": "1",
+        "pre-INITIAL_FORMS": "0",
+        "pre-0-role": "assistant",
+        "pre-0-content": "How can I help?",
+    }
+    data.update(overrides)
+    return data
+
+
+def test_settings_are_saved(client_in: Client, user: Any) -> None:
+    conversation = conversation_of(user)
+    url = reverse("chat:conversation_settings", args=[conversation.pk])
+    assert client_in.get(url).status_code == 200
+    response = client_in.post(url, settings_data())
+    assert response.status_code == 302
+    conversation.refresh_from_db()
+    parameters = conversation.agent_parameters()
+    assert parameters.temperature == 0.5 and parameters.max_event_loops == 4
+    assert parameters.enabled_tools == ("handoff_note",)
+    assert parameters.system_prompts == ("Be brief.",)
+    assert [(m.role, m.content) for m in parameters.pre_messages] == [
+        ("assistant", "How can I help?")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"pre-0-role": "tool"}, "has role &#x27;tool&#x27;"),
+        ({"agent-temperature": "3"}, "less than or equal to 2"),
+        ({"agent-max_event_loops": "0"}, "greater than or equal to 1"),
+        ({"agent-max_event_loops": "51"}, "less than or equal to 50"),
+        ({"agent-enabled_tools": ["rm_rf"]}, "Select a valid choice"),
+        ({"agent-max_tokens": "-5"}, "greater than or equal to 1"),
+    ],
+)
+def test_invalid_settings_show_inline_and_save_nothing(
+    client_in: Client, user: Any, overrides: dict[str, Any], expected: str
+) -> None:
+    conversation = conversation_of(user)
+    before = conversation.parameters
+    url = reverse("chat:conversation_settings", args=[conversation.pk])
+    response = client_in.post(url, settings_data(**overrides), headers={"HX-Request": "true"})
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert expected in html and 'class="field-error"' in html
+    assert "<html" not in html
+    conversation.refresh_from_db()
+    assert conversation.parameters == before
+
+
+def test_no_api_key_reaches_the_page(client_in: Client, user: Any, settings: Any) -> None:
+    settings.OPENAI_API_KEY = "sk-very-secret-key"
+    settings.OPENAI_BASE_URL = "http://127.0.0.1:9/v1"
+    settings.AGENTLAB_MODEL = "m-1"
+    conversation = conversation_of(user)
+    for url in [
+        reverse("chat:conversation_detail", args=[conversation.pk]),
+        reverse("chat:conversation_settings", args=[conversation.pk]),
+    ]:
+        html = client_in.get(url).content.decode()
+        assert "sk-very-secret-key" not in html
+    assert (
+        "m-1"
+        in client_in.get(
+            reverse("chat:conversation_detail", args=[conversation.pk])
+        ).content.decode()
+    )
