@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 export DJANGO_SETTINGS_MODULE := agentlab_site.settings
 
-.PHONY: run test lint format install migrate
+.PHONY: run test lint format install migrate chromium
 
 install: $(STAMP)
 
@@ -25,8 +25,15 @@ run: migrate
 	@DEBUG=$${DEBUG:-true} $(BIN)/python manage.py ensure_login_user
 	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py runserver 127.0.0.1:8000
 
-test: $(STAMP)
+test: $(STAMP) chromium
 	$(BIN)/pytest
+
+# The browser tests drive Debian's chromium (Playwright cannot download its own browser here).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+		echo "Installing Debian's chromium for the browser tests"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -64,6 +64,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -141,6 +142,9 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing one
+# Serve static files straight from the apps (no collectstatic); on by default only in DEBUG.
+WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", DEBUG)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # Scripts only from this origin (or with the per-request nonce); no inline handlers, no eval.
 SECURE_CSP = {
@@ -168,6 +172,8 @@ if AGENTLAB_TOOL_CALL_CONTENT not in {"empty", "null", "omit"}:
     raise ImproperlyConfigured("AGENTLAB_TOOL_CALL_CONTENT must be empty, null or omit.")
 # Seconds between the scripted model's words: visible streaming offline, zero in tests.
 AGENTLAB_SCRIPTED_DELAY = float(os.environ.get("AGENTLAB_SCRIPTED_DELAY", "0.03"))
+# Modules imported at start-up that register their own tools with chat.agent.default_registry.
+AGENTLAB_TOOL_MODULES = env_list("AGENTLAB_TOOL_MODULES", "")
 AGENTLAB_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTLAB_MAX_MESSAGE_CHARS", "32000"))
 
 LOGGING = {

@@ -1,4 +1,4 @@
-"""Transcripts as JSON Lines records, and back: what export_transcripts and import_transcripts share.
+"""Transcripts as JSON Lines records and back, for export_transcripts and import_transcripts.
 
 Two formats, one record per conversation:
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.base_user import AbstractBaseUser
@@ -40,8 +40,8 @@ from chat.models import (
 )
 from chat.runs import validation_text
 
-FULL_FORMAT = "agentlab.full"
-FULL_VERSION = 1
+FULL_FORMAT: Final = "agentlab.full"
+FULL_VERSION: Final = 1
 TITLE_CHARS = 60
 
 Count = Annotated[int, Field(ge=0)]
@@ -196,6 +196,36 @@ class FullRecord(_Record):
         return [message.value() for message in sorted(self.messages, key=lambda m: m.index)]
 
 
+class OpenAIRecord(BaseModel):
+    """A Chat Completions request (or a fine-tuning line); keys other than these are ignored."""
+
+    messages: Annotated[list[dict[str, Any]], Field(min_length=1)]
+    tools: list[dict[str, Any]] = []
+    model: str | None = None
+
+    def values(self) -> list[agent.ChatMessage]:
+        result = []
+        for position, data in enumerate(self.messages):
+            try:
+                result.append(agent.ChatMessage.from_openai(data))
+            except ValueError as exc:
+                raise ImportRefused(f"messages.{position}: {validation_text(exc)}") from None
+        return result
+
+    def tool_names(self) -> list[str]:
+        names = []
+        for position, tool in enumerate(self.tools):
+            function = tool.get("function")
+            if tool.get("type") != "function" or not isinstance(function, dict):
+                raise ImportRefused(f"tools.{position}: not a function tool")
+            try:
+                definition = agent.ToolDefinition.model_validate({"description": "", **function})
+                names.append(definition.name)
+            except ValidationError as exc:
+                raise ImportRefused(f"tools.{position}: {validation_text(exc)}") from None
+        return names
+
+
 def parse_since(text: str) -> datetime:
     """`YYYY-MM-DD` (the start of that day) or an ISO datetime, in the current time zone."""
     try:
@@ -320,7 +350,7 @@ def full_record(conversation: Conversation) -> dict[str, Any]:
             MessageRecord(
                 index=message.index,
                 run=run_position.get(message.run_id) if message.run_id else None,
-                role=message.role,  # type: ignore[arg-type]
+                role=message.role,
                 content=message.content,
                 reasoning=message.reasoning,
                 tool_calls=message.tool_calls or [],
@@ -347,7 +377,7 @@ def full_record(conversation: Conversation) -> dict[str, Any]:
 def _run_record(run: Run, message_index: dict[int, int]) -> RunRecord:
     return RunRecord(
         created_by=run.created_by.get_username() if run.created_by else None,
-        status=run.status,  # type: ignore[arg-type]
+        status=run.status,
         model=run.model,
         parameters=run.parameters or {},
         steps=run.steps,
@@ -369,7 +399,7 @@ def _run_record(run: Run, message_index: dict[int, int]) -> RunRecord:
                 call_id=call.call_id,
                 name=call.name,
                 arguments=call.arguments,
-                status=call.status,  # type: ignore[arg-type]
+                status=call.status,
                 result=call.result,
                 error=call.error,
                 started_at=call.started_at,
@@ -413,35 +443,6 @@ def parse_line(line: str) -> FullRecord | OpenAIRecord:
         return OpenAIRecord.model_validate(data)
     except ValidationError as exc:
         raise ImportRefused(validation_text(exc)) from None
-
-
-class OpenAIRecord(BaseModel):
-    """A Chat Completions request (or a fine-tuning line); keys other than these are ignored."""
-
-    messages: Annotated[list[dict[str, Any]], Field(min_length=1)]
-    tools: list[dict[str, Any]] = []
-    model: str | None = None
-
-    def values(self) -> list[agent.ChatMessage]:
-        result = []
-        for position, data in enumerate(self.messages):
-            try:
-                result.append(agent.ChatMessage.from_openai(data))
-            except ValueError as exc:
-                raise ImportRefused(f"messages.{position}: {validation_text(exc)}") from None
-        return result
-
-    def tool_names(self) -> list[str]:
-        names = []
-        for position, tool in enumerate(self.tools):
-            function = tool.get("function")
-            if tool.get("type") != "function" or not isinstance(function, dict):
-                raise ImportRefused(f"tools.{position}: not a function tool")
-            try:
-                names.append(agent.ToolDefinition.model_validate(function).name)
-            except ValidationError as exc:
-                raise ImportRefused(f"tools.{position}: {validation_text(exc)}") from None
-        return names
 
 
 def import_record(

@@ -129,6 +129,7 @@ class RunPublisher:
         self._timer: asyncio.TimerHandle | None = None
         self._lock = asyncio.Lock()
         self._paragraph_break = False
+        self._flushing: asyncio.Future[None] | None = None
 
     async def __call__(self, run: Run, event: events.RunEvent) -> None:
         if isinstance(event, events.TextDelta | events.ReasoningDelta):
@@ -146,10 +147,12 @@ class RunPublisher:
         self._pending.append((kind, text))
         wait = self._last_flush + self.interval - time.monotonic()
         if wait <= 0:
-            asyncio.ensure_future(self.flush())
+            self._flushing = asyncio.ensure_future(self.flush())
         elif self._timer is None:
-            loop = asyncio.get_running_loop()
-            self._timer = loop.call_later(wait, lambda: asyncio.ensure_future(self.flush()))
+            self._timer = asyncio.get_running_loop().call_later(wait, self._flush_later)
+
+    def _flush_later(self) -> None:
+        self._flushing = asyncio.ensure_future(self.flush())
 
     async def flush(self) -> None:
         async with self._lock:

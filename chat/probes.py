@@ -27,7 +27,7 @@ TOOL_NAME = "get_current_time"
 TOOL_REPLY = json.dumps({"timezone": "UTC", "iso": "2025-01-01T12:00:00+00:00"})
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details", "thinking")
 CONTENT_FORMS: tuple[EmptyContent, ...] = ("empty", "null", "omit")
-CONTENT_SHOWN = {"empty": '""', "null": "null", "omit": "no content key"}
+CONTENT_SHOWN = {"empty": '""', "null": "null", "omit": "omitted"}
 
 
 @dataclass
@@ -168,7 +168,7 @@ async def check_provider(
     base_url: str,
     model: str | None,
     api_key: str | None = None,
-    timeout: float = 60.0,
+    read_timeout: float = 60.0,
     configured_content: str = "empty",
 ) -> Report:
     """Probe the endpoint: list models, a plain streamed answer, a tool call and its follow-up.
@@ -184,8 +184,8 @@ async def check_provider(
             model=model or "",
             # Raw bodies are read as they arrive: ask for them uncompressed.
             extra_headers={"Accept-Encoding": "identity"},
-            connect_timeout=min(timeout, 10.0),
-            read_timeout=timeout,
+            connect_timeout=min(read_timeout, 10.0),
+            read_timeout=read_timeout,
             max_retries=0,
             http_client=http,
         )
@@ -309,42 +309,46 @@ def describe(report: Report) -> list[str]:
     key = "API key set" if report.api_key_set else "no API key"
     lines = [f"Provider {report.base_url} · model {report.model or '?'} · {key}"]
     if report.unreachable:
-        return [*lines, f"  unreachable    {report.unreachable}"]
+        return [*lines, _row("unreachable", report.unreachable)]
     if report.models is not None:
         shown = ", ".join(report.models[:8]) + (" …" if len(report.models) > 8 else "")
-        lines.append(f"  models         {len(report.models)} listed: {shown or 'none'}")
+        lines.append(_row("models", f"{len(report.models)} listed: {shown or 'none'}"))
         if report.model and report.models and report.model not in report.models:
-            lines.append(f"                 (the model {report.model!r} is not among them)")
+            lines.append(_row("", f"(the model {report.model!r} is not among them)"))
     else:
-        lines.append(f"  models         listing not supported: {report.models_error}")
-    if report.problem:
-        return [*lines, f"  problem        {report.problem}"]
-    assert report.chat is not None and report.tools is not None
-    chat = report.chat
+        lines.append(_row("models", f"listing not supported: {report.models_error}"))
+    if report.problem or report.chat is None or report.tools is None:
+        return [*lines, _row("problem", report.problem)]
+    chat, tools = report.chat, report.tools
     if chat.ok:
+        verdict = "ok" if report.chat_works else "NO TEXT"
         lines.append(
-            f"  chat           {'ok' if report.chat_works else 'NO TEXT'}: "
-            f"{_clip(chat.text)!r} in {chat.duration:.2f}s{_first(chat)}, "
-            f"finish_reason {chat.finish_reason}, {'streamed (SSE)' if chat.streamed else 'JSON'}"
+            _row(
+                "chat",
+                f"{verdict}: {_clip(chat.text)!r} in {chat.duration:.2f}s{_first(chat)}, "
+                f"finish_reason {chat.finish_reason}, "
+                f"{'streamed (SSE)' if chat.streamed else 'answered with JSON, not SSE'}",
+            )
         )
     else:
-        lines.append(f"  chat           FAILED: {_failure(chat)}")
-    usage = chat.usage or (report.tools.usage if report.tools else None)
-    lines.append(
-        f"  usage chunk    yes: {usage['prompt_tokens']} prompt + "
-        f"{usage['completion_tokens']} completion tokens"
-        if usage
-        else "  usage chunk    no (token counts will show 0)"
-    )
+        lines.append(_row("chat", f"FAILED: {chat.error}"))
+    usage = chat.usage or tools.usage
+    if usage:
+        counts = f"{usage['prompt_tokens']} prompt + {usage['completion_tokens']} completion"
+        lines.append(_row("usage chunk", f"yes: {counts} tokens"))
+    else:
+        lines.append(_row("usage chunk", "no (token counts will show 0)"))
     fields = report.reasoning_fields
-    lines.append(f"  reasoning      {', '.join(fields) if fields else 'none seen'}")
-    tools = report.tools
+    lines.append(_row("reasoning", ", ".join(fields) if fields else "none seen"))
     if not tools.ok:
-        lines.append(f"  tool calling   FAILED: {_failure(tools)}")
+        lines.append(_row("tool calling", f"FAILED: {tools.error}"))
     elif not tools.tool_calls:
         lines.append(
-            f"  tool calling   FAILED: no tool call (finish_reason {tools.finish_reason}, "
-            f"text {_clip(tools.text)!r})"
+            _row(
+                "tool calling",
+                f"FAILED: no tool call (finish_reason {tools.finish_reason}, "
+                f"text {_clip(tools.text)!r})",
+            )
         )
     else:
         calls = ", ".join(
@@ -352,13 +356,13 @@ def describe(report: Report) -> list[str]:
             + ("" if call["arguments_valid"] else " [arguments are not a JSON object]")
             for call in tools.tool_calls
         )
-        lines.append(f"  tool calling   {calls}; finish_reason {tools.finish_reason!r}")
+        lines.append(_row("tool calling", f"{calls}; finish_reason {tools.finish_reason!r}"))
     for form, turn in report.content.items():
-        verdict = "accepted" if turn.ok else f"rejected: {_failure(turn)}"
-        lines.append(f"  content {CONTENT_SHOWN[form]:<14} {verdict}")
+        verdict = "accepted" if turn.ok else f"rejected: {turn.error}"
+        lines.append(_row(f"content {CONTENT_SHOWN[form]}", verdict))
     recommended = report.recommended_content
     if recommended and recommended != report.configured_content:
-        lines.append(f"  → set AGENTLAB_TOOL_CALL_CONTENT={recommended}")
+        lines.append(_row("", f"→ set AGENTLAB_TOOL_CALL_CONTENT={recommended}"))
     lines.append(
         f"Chat {'works' if report.chat_works else 'does NOT work'}; tool calling "
         f"{'works' if report.tool_calling_works else 'does NOT work'}."
@@ -366,14 +370,14 @@ def describe(report: Report) -> list[str]:
     return lines
 
 
+def _row(label: str, text: str) -> str:
+    return f"  {label:<15} {text}"
+
+
 def _first(turn: Turn) -> str:
     if turn.time_to_first_token is None:
         return ""
     return f" (first token {turn.time_to_first_token:.2f}s)"
-
-
-def _failure(turn: Turn) -> str:
-    return turn.error
 
 
 def _clip(text: str, limit: int = 80) -> str:

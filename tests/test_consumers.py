@@ -56,11 +56,11 @@ async def connect(user: Any, conversation: Conversation) -> WebsocketCommunicato
 
 
 async def frames_until(
-    communicator: WebsocketCommunicator, marker: str, timeout: float = 5
+    communicator: WebsocketCommunicator, marker: str, wait: float = 5
 ) -> list[str]:
     frames: list[str] = []
     while not frames or marker not in frames[-1]:
-        frames.append(await communicator.receive_from(timeout=timeout))
+        frames.append(await communicator.receive_from(timeout=wait))
     return frames
 
 
@@ -122,7 +122,7 @@ async def test_deltas_are_coalesced_and_escaped(use_client: Any) -> None:
     use_client(ScriptedChatClient([reply]))
     ws = await connect(user, conversation)
     await send(ws, "talk a lot")
-    frames = await frames_until(ws, DONE, timeout=10)
+    frames = await frames_until(ws, DONE, wait=10)
 
     assert len(frames) < 40, len(frames)
     streamed = text_of(frames)

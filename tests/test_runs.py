@@ -135,11 +135,11 @@ async def test_cancel_mid_tool_answers_the_dangling_calls() -> None:
         await release.wait()
         return "never"
 
-    registry_tool.register(agent.ToolDefinition(name="slow_lookup", description="slow"), slow)
+    registry_tool.register(agent.ToolDefinition(name="sleepy_tool", description="slow"), slow)
     try:
-        conversation = await make_conversation(enabled_tools=["slow_lookup", "get_current_time"])
+        conversation = await make_conversation(enabled_tools=["sleepy_tool", "get_current_time"])
         client = ScriptedChatClient(
-            [ScriptedTurn(tool_calls=(call("t", "get_current_time"), call("s", "slow_lookup")))]
+            [ScriptedTurn(tool_calls=(call("t", "get_current_time"), call("s", "sleepy_tool")))]
         )
         started = asyncio.Event()
         finished_events: list[events.RunEvent] = []
@@ -158,7 +158,7 @@ async def test_cancel_mid_tool_answers_the_dangling_calls() -> None:
         with pytest.raises(asyncio.CancelledError):
             await handle.task
     finally:
-        registry_tool.unregister("slow_lookup")
+        registry_tool.unregister("sleepy_tool")
 
     run = await Run.objects.aget(pk=handle.run.pk)
     assert run.status == "cancelled"
@@ -168,7 +168,7 @@ async def test_cancel_mid_tool_answers_the_dangling_calls() -> None:
     assert "Cancelled by the user" in (messages[3].content or "")
     assert history.validate(messages) == []
     statuses = {t.name: t.status async for t in ToolCall.objects.filter(run=run)}
-    assert statuses == {"get_current_time": "completed", "slow_lookup": "cancelled"}
+    assert statuses == {"get_current_time": "completed", "sleepy_tool": "cancelled"}
     assert isinstance(finished_events[-1], events.RunFinished)
     assert finished_events[-1].status == "cancelled"
     assert not runs.cancel_run(run.pk)

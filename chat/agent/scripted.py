@@ -113,6 +113,10 @@ def respond(messages: Sequence[ChatMessage], offered: Sequence[str]) -> Scripted
         wanted.append(("handoff_note", {"note": prompt.strip()[:500]}))
     if re.search(r"\b(cards?|search|look up)\b", lowered):
         wanted.append(("search_cards", {"query": prompt.strip()[:200]}))
+    known = {name for name, _ in wanted} | {"get_current_time", "handoff_note", "search_cards"}
+    for name in offered:
+        if name not in known and humanize(name).lower() in lowered:
+            wanted.append((name, {}))
     calls = [(name, args) for name, args in wanted if name in offered]
     missing = [name for name, _ in wanted if name not in offered]
     if calls:

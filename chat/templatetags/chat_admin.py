@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from chat.agent.tools import humanize
 
@@ -41,33 +43,38 @@ def seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f} s"
 
 
-def fold_context(text: str | None, limit: int = FOLD_AT) -> dict[str, Any]:
+@register.simple_tag
+def folded(text: str | None, limit: int = FOLD_AT) -> SafeString:
+    """Text in a <pre>; past `limit` characters, folded in a <details> that states the size.
+
+    Never cut silently: the summary shows the start and the size, the whole text is inside.
+    """
     text = text or ""
-    return {
-        "text": text,
-        "head": text[:limit],
-        "folded": len(text) > limit,
-        "size": f"{len(text):,}",
-    }
+    if len(text) <= limit:
+        return format_html('<pre class="chat-pre">{}</pre>', text) if text else SafeString("")
+    return format_html(
+        '<details class="chat-fold"><summary><pre class="chat-pre">{}…</pre>'
+        '<span class="chat-size">{} characters in all: show everything</span></summary>'
+        '<pre class="chat-pre">{}</pre></details>',
+        text[:limit],
+        f"{len(text):,}",
+        text,
+    )
 
 
-@register.inclusion_tag("admin/chat/includes/folded.html")
-def folded(text: str | None, limit: int = FOLD_AT) -> dict[str, Any]:
-    """Text in a <pre>; past `limit` characters, folded in a <details> that states the size."""
-    return fold_context(text, limit)
-
-
-def pill_context(name: str, status: str = "", error: str = "", url: str = "") -> dict[str, Any]:
-    return {
-        "label": humanize(name),
-        "name": name,
-        "status": status or "unknown",
-        "title": error or f"{name}: {status or 'no execution log'}",
-        "url": url,
-    }
-
-
-@register.inclusion_tag("admin/chat/includes/tool_pill.html")
-def tool_pill(name: str, status: str = "", error: str = "", url: str = "") -> dict[str, Any]:
-    """A tool call as the chat shows it: its display name, styled by status; errors as title."""
-    return pill_context(name, status, error, url)
+@register.simple_tag
+def tool_pill(name: str, status: str = "", error: str = "", url: str = "") -> SafeString:
+    """A tool call as the chat shows it (`pill pill-<status>`, the error as its title)."""
+    status = status or "unknown"
+    title = error or (status.replace("_", " ").capitalize() if status != "unknown" else "No log")
+    if url:
+        return format_html(
+            '<a class="pill pill-{}" href="{}" title="{}">{}</a>',
+            status,
+            url,
+            title,
+            humanize(name),
+        )
+    return format_html(
+        '<span class="pill pill-{}" title="{}">{}</span>', status, title, humanize(name)
+    )

@@ -57,4 +57,6 @@
     if (event.target && event.target.id === "composer") stick = true;
   });
   document.addEventListener("htmx:wsAfterMessage", applyRunState);
+  document.addEventListener("htmx:wsOpen", function (event) { event.target.dataset.socket = "open"; });
+  document.addEventListener("htmx:wsClose", function (event) { event.target.dataset.socket = "closed"; });
 })();

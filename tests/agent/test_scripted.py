@@ -9,7 +9,7 @@ from chat.agent.events import RunFinished, TextDelta, ToolCallFinished, TurnEnd,
 from chat.agent.messages import ChatMessage
 from chat.agent.runtime import DebugRuntime
 from chat.agent.scripted import SCRIPTED_LABEL, ScriptedChatClient, respond
-from chat.agent.tools import default_registry
+from chat.agent.tools import ToolDefinition, default_registry
 
 ALL = tuple(default_registry.names())
 
@@ -86,3 +86,15 @@ async def test_queue_of_turns_and_record_of_requests() -> None:
         assert "no turns left" in str(exc)
     else:
         raise AssertionError("an empty queue must fail")
+
+
+async def test_calls_any_offered_tool_named_in_the_message() -> None:
+    registry = default_registry
+    registry.register(ToolDefinition(name="weather_report", description="w"), lambda _: "sunny")
+    try:
+        runtime, events = await run("Give me the weather report", enabled=("weather_report",))
+    finally:
+        registry.unregister("weather_report")
+    finished = [e.result for e in events if isinstance(e, ToolCallFinished)]
+    assert [r.tool_call.name for r in finished] == ["weather_report"]
+    assert "Weather report: sunny" in (runtime.messages[-1].content or "")

@@ -44,7 +44,7 @@ class Command(BaseCommand):
                 base_url=base_url,
                 api_key=options["api_key"] or settings.OPENAI_API_KEY or None,
                 model=options["model"] or settings.AGENTLAB_MODEL or None,
-                timeout=options["timeout"],
+                read_timeout=options["timeout"],
                 configured_content=settings.AGENTLAB_TOOL_CALL_CONTENT,
             )
         )

@@ -88,9 +88,11 @@ class Command(BaseCommand):
     def _fix(self, conversation: Conversation) -> list[history.HistoryViolation]:
         added, removed = transcripts.repair_conversation(conversation, reason=REASON)
         remaining = transcripts.validate_conversation(conversation)
-        text = f"conversation {conversation.pk}: fixed: added {added} tool reply(ies), removed "
-        text += f"{removed} message(s)"
+        if added or removed:
+            text = f"fixed: added {added} tool reply(ies), removed {removed} message(s)"
+        else:
+            text = "not changed"
         if remaining:
             text += f"; {len(remaining)} violation(s) cannot be fixed"
-        self.stdout.write(text)
+        self.stdout.write(f"conversation {conversation.pk}: {text}")
         return remaining

@@ -1,0 +1,156 @@
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from chat import runs
+from chat.models import Conversation, Run, ToolCall
+from tests.browser.conftest import wait_for
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def new_conversation(owner: Any) -> Conversation:
+    conversation = Conversation(owner=owner)
+    conversation.set_agent_parameters(runs.default_parameters())
+    conversation.save()
+    return conversation
+
+
+def open_conversation(page: Page, base: str, conversation: Conversation) -> None:
+    page.goto(f"{base}/c/{conversation.pk}/")
+    page.locator('[ws-connect][data-socket="open"]').wait_for(timeout=10000)
+
+
+def send(page: Page, text: str) -> None:
+    page.fill("#message", text)
+    page.keyboard.press("Enter")
+
+
+def test_reply_streams_in_progressively(page: Page, live_server_url: str, login: Any) -> None:
+    conversation = new_conversation(login())
+    open_conversation(page, live_server_url, conversation)
+    send(page, "hello there, tell me something long")
+
+    reply = page.locator(".message.assistant.streaming .live-text")
+    expect(reply).to_contain_text("You said", timeout=5000)
+    lengths = []
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        length = page.evaluate(
+            "() => { const el = document.querySelector('.streaming .live-text');"
+            " return el ? el.textContent.length : -1; }"
+        )
+        if length < 0:
+            break
+        lengths.append(length)
+        time.sleep(0.05)
+    assert len(set(lengths)) >= 3, f"text did not grow progressively: {lengths[:20]}"
+    expect(page.locator(".message.assistant .reply-footer")).to_be_visible()
+    expect(page.locator(".message.assistant .text")).to_contain_text("I am the scripted model")
+    expect(page.locator(".message.assistant .pills")).to_have_count(0)
+    expect(page.locator("#message")).to_be_enabled()
+    expect(page.locator("#message")).to_have_value("")
+
+
+def test_indicator_pulses_while_a_slow_tool_runs_then_pills_stay(
+    page: Page, live_server_url: str, login: Any, browser: Any
+) -> None:
+    conversation = new_conversation(login())
+    open_conversation(page, live_server_url, conversation)
+    second = page.context.new_page()
+    open_conversation(second, live_server_url, conversation)
+
+    send(page, "Please do a slow lookup")
+    indicator = page.locator(".indicator")
+    expect(indicator).to_have_text("Looking up: Slow lookup", timeout=5000)
+    expect(indicator.locator(".pulse")).to_be_visible()
+    expect(page.locator("#message")).to_be_disabled()
+    expect(second.locator(".indicator")).to_have_text("Looking up: Slow lookup")
+
+    expect(page.locator(".reply-footer")).to_be_visible(timeout=10000)
+    expect(page.locator(".indicator")).to_have_count(0)
+    pills = page.locator(".message.assistant .pills .pill")
+    expect(pills).to_have_text(["Slow lookup"])
+    expect(second.locator(".message.assistant .pills .pill")).to_have_text(["Slow lookup"])
+
+    page.reload()
+    expect(page.locator(".message.assistant .pills .pill")).to_have_text(["Slow lookup"])
+    expect(page.locator(".message.assistant .text")).to_contain_text("a slow answer")
+    assert ToolCall.objects.get().status == "completed"
+    second.close()
+
+
+def test_stop_cancels_mid_tool_and_the_next_message_works(
+    page: Page, live_server_url: str, login: Any
+) -> None:
+    conversation = new_conversation(login())
+    open_conversation(page, live_server_url, conversation)
+    send(page, "do a slow lookup")
+    expect(page.locator(".indicator")).to_contain_text("Slow lookup", timeout=5000)
+    page.click("#stop")
+
+    expect(page.locator(".message.assistant .status-cancelled")).to_be_visible(timeout=5000)
+    expect(page.locator(".message.assistant .pill-cancelled")).to_have_text(["Slow lookup"])
+    assert Run.objects.get().status == "cancelled"
+    expect(page.locator("#stop")).to_be_hidden()
+
+    send(page, "hello again")
+    expect(page.locator(".message.assistant .text").last).to_contain_text(
+        "hello again", timeout=10000
+    )
+    assert wait_for(lambda: Run.objects.filter(status="completed").count() == 1)
+
+
+def test_closing_the_tab_does_not_stop_the_run(
+    page: Page, live_server_url: str, login: Any
+) -> None:
+    conversation = new_conversation(login())
+    open_conversation(page, live_server_url, conversation)
+    send(page, "what time is it? and a slow lookup")
+    expect(page.locator(".indicator")).to_contain_text("Slow lookup", timeout=5000)
+    page.close()
+
+    run = wait_for(lambda: Run.objects.exclude(status="in_progress").first(), timeout=15)
+    assert run.status == "completed"
+    assert run.tool_calls.count() == 2
+
+
+def test_settings_validation_shows_inline_errors(
+    page: Page, live_server_url: str, login: Any
+) -> None:
+    conversation = new_conversation(login())
+    page.goto(f"{live_server_url}/c/{conversation.pk}/settings/")
+    page.fill("#id_agent-temperature", "7")
+    page.select_option("#id_pre-0-role", "tool")
+    page.fill("#id_pre-0-content", "pretend result")
+    page.click("text=Save settings")
+    expect(page.locator(".field-error").first).to_be_visible()
+    expect(page.locator("#settings-panel")).to_contain_text("less than or equal to 2")
+    page.fill("#id_agent-temperature", "0.3")
+    page.click("text=Save settings")
+    expect(page.locator("#settings-panel")).to_contain_text("has role 'tool'")
+    conversation.refresh_from_db()
+    assert conversation.agent_parameters().temperature is None
+
+    page.select_option("#id_pre-0-role", "user")
+    page.click("text=Save settings")
+    expect(page.locator(".saved")).to_be_visible()
+    conversation.refresh_from_db()
+    assert conversation.agent_parameters().temperature == 0.3
+
+
+def test_model_output_cannot_run_scripts(page: Page, live_server_url: str, login: Any) -> None:
+    conversation = new_conversation(login())
+    open_conversation(page, live_server_url, conversation)
+    page.evaluate("window.__pwned = 0")
+    send(page, '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>')
+    expect(page.locator(".reply-footer")).to_be_visible(timeout=10000)
+    page.reload()
+    expect(page.locator(".message.user .bubble")).to_contain_text("<img src=x")
+    assert page.evaluate("window.__pwned || 0") == 0
+    assert not re.search(r"<img src=\"?x", page.content())

@@ -1,0 +1,294 @@
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.conf import LazySettings
+from django.contrib.auth.models import Permission
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
+
+from chat import agent, transcripts
+from chat.admin import redact
+from chat.models import Conversation, HistoryRepair, Message, ModelCall, Run, ToolCall
+from tests import transcript_factory as make
+
+pytestmark = pytest.mark.django_db
+
+MODELS = [Conversation, Run, Message, ToolCall, ModelCall, HistoryRepair]
+
+
+def url(model: type, view: str, *args: object) -> str:
+    return reverse(f"admin:chat_{model._meta.model_name}_{view}", args=args)
+
+
+@pytest.fixture
+def staff(client: Client) -> Client:
+    client.force_login(make.user("root", is_staff=True, is_superuser=True))
+    return client
+
+
+@pytest.fixture
+def rich() -> Conversation:
+    return make.rich_conversation(make.user("ada"))
+
+
+def test_every_model_has_a_changelist_and_a_change_page_for_staff(
+    staff: Client, rich: Conversation
+) -> None:
+    for model in MODELS:
+        listing = staff.get(url(model, "changelist"))
+        assert listing.status_code == 200, model
+        row = model.objects.order_by("pk").first()
+        page = staff.get(url(model, "change", row.pk))
+        assert page.status_code == 200, model
+        assert b'name="_save"' not in page.content, f"{model.__name__} is editable"
+
+
+def test_non_staff_and_anonymous_are_sent_to_the_login_page(
+    client: Client, rich: Conversation
+) -> None:
+    pages = [url(model, "changelist") for model in MODELS]
+    pages.append(url(Conversation, "change", rich.pk))
+    for page in pages:
+        response = client.get(page)
+        assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    client.force_login(make.user("bob"))
+    for page in pages:
+        response = client.get(page)
+        assert response.status_code == 302 and "/admin/login/" in response["Location"]
+
+
+def test_conversation_list_counts_runs_tool_calls_and_tokens(
+    staff: Client, rich: Conversation
+) -> None:
+    response = staff.get(url(Conversation, "changelist"))
+
+    (row,) = response.context["cl"].result_list
+    assert (row.model_name, row.run_count, row.tool_call_count, row.total_tokens) == (
+        "m-1",
+        2,
+        2,
+        42,
+    )
+    assert b"Time and notes" in response.content and b"ada" in response.content
+
+
+def test_transcript_shows_tool_calls_results_reasoning_and_runs(
+    staff: Client, rich: Conversation
+) -> None:
+    long_result = "x" * 5000 + "THE-END"
+    ToolCall.objects.filter(call_id="call_a").update(result=long_result)
+    Message.objects.filter(conversation=rich, tool_call_id="call_a").update(content=long_result)
+
+    html = staff.get(url(Conversation, "change", rich.pk)).content.decode()
+
+    transcript = html[html.index('id="transcript"') :]
+    roles = re.findall(r'class="chat-message chat-message--(\w+)"', transcript)
+    assert roles == ["user", "assistant", "tool", "tool", "assistant", "user", "assistant"]
+    assert "Leave a note &lt;b&gt;too&lt;/b&gt;." in transcript
+    assert "<b>too</b>" not in transcript
+    assert "{\n  &quot;timezone&quot;: &quot;Europe/Paris&quot;\n}" in transcript
+    assert re.search(r'class="pill pill-completed"[^>]*>Get current time<', transcript)
+    failed = re.search(r'class="pill pill-failed"[^>]*title="([^"]*)"', transcript)
+    assert failed is not None and failed.group(1) == "note is too short"
+    assert "Handoff note" in transcript
+    assert '<details class="chat-reasoning"><summary>Reasoning' in transcript
+    assert "The user wants two tools." in transcript
+    assert "content: <code>null</code>" in transcript
+    assert "content: <code>&quot;&quot;</code>" in transcript
+    assert "5,007 characters in all" in transcript and "THE-END" in transcript
+    assert "first token 0.25 s" in transcript and "duration 1.50 s" in transcript
+    assert "30 prompt + 12 completion = 42 tokens" in transcript
+    assert "HTTP 500: upstream exploded" in transcript
+    assert transcript.count('href="/admin/chat/modelcall/') == 3
+
+
+def test_model_call_page_shows_the_request_with_secrets_redacted(staff: Client) -> None:
+    rich = make.rich_conversation(make.user("ada"))
+    model_call = ModelCall.objects.filter(run__conversation=rich).first()
+    assert model_call is not None
+    model_call.request = {
+        "model": "m-1",
+        "max_tokens": 50,
+        "extra_headers": {
+            "Authorization": "Bearer sk-live-123456789",
+            "X-Api-Key": "xk-secret-header",
+        },
+        "messages": [{"role": "user", "content": "my key is sk-abcdefghijklmnopqrstuv"}],
+    }
+    model_call.save()
+
+    html = staff.get(url(ModelCall, "change", model_call.pk)).content.decode()
+
+    assert "sk-live-123456789" not in html and "xk-secret-header" not in html
+    assert "sk-abcdefghijklmnopqrstuv" not in html
+    assert html.count("[REDACTED]") == 3
+    assert "&quot;max_tokens&quot;: 50" in html
+
+
+def test_redact_keeps_token_counts_and_removes_configured_key(settings: LazySettings) -> None:
+    settings.OPENAI_API_KEY = "plain-secret-value"
+    value = {
+        "max_tokens": 5,
+        "api_key": "abc",
+        "password": "",
+        "messages": [{"content": "echo plain-secret-value"}],
+    }
+    assert redact(value) == {
+        "max_tokens": 5,
+        "api_key": "[REDACTED]",
+        "password": "",
+        "messages": [{"content": "echo [REDACTED]"}],
+    }
+
+
+def test_search_by_title_message_text_and_tool_name(staff: Client) -> None:
+    owner = make.user("ada")
+    noted = make.rich_conversation(owner, title="Alpha")
+    other = make.conversation(owner, "Beta")
+    transcripts.append_messages(other, [agent.ChatMessage(role="user", content="about zebras")])
+
+    def found(term: str) -> set[int]:
+        response = staff.get(url(Conversation, "changelist"), {"q": term})
+        return {row.pk for row in response.context["cl"].result_list}
+
+    assert found("beta") == {other.pk}
+    assert found("zebras") == {other.pk}
+    assert found("handoff_note") == {noted.pk}
+    assert found("10:30 Paris") == {noted.pk}
+    assert found("zebras alpha") == set()
+    assert found("") == {noted.pk, other.pk}
+
+
+def test_filters_by_owner_model_run_status_and_date(staff: Client) -> None:
+    ada, bob = make.user("ada"), make.user("bob")
+    rich = make.rich_conversation(ada)
+    quiet = make.conversation(bob, "quiet", model="m-2")
+    Conversation.objects.filter(pk=quiet.pk).update(updated_at=make.T0)
+
+    def listed(**query: object) -> set[int]:
+        response = staff.get(url(Conversation, "changelist"), query)
+        assert response.status_code == 200
+        return {row.pk for row in response.context["cl"].result_list}
+
+    assert listed(owner__id__exact=bob.pk) == {quiet.pk}
+    assert listed(model="m-1") == {rich.pk}
+    assert listed(model="m-2") == {quiet.pk}
+    assert listed(run_status="failed") == {rich.pk}
+    assert listed(run_status="interrupted") == set()
+    day = {"updated_at__gte": "2025-03-01 00:00+00:00", "updated_at__lt": "2025-03-02 00:00+00:00"}
+    assert listed(**day) == {quiet.pk}
+    filters = staff.get(url(Conversation, "changelist")).content.decode()
+    assert "?model=m-1" in filters and "?model=m-2" in filters
+
+
+def test_tool_calls_are_searchable_by_name_and_filterable_by_status(
+    staff: Client, rich: Conversation
+) -> None:
+    def listed(**query: object) -> list[str]:
+        response = staff.get(url(ToolCall, "changelist"), query)
+        return sorted(row.call_id for row in response.context["cl"].result_list)
+
+    assert listed(q="handoff") == ["call_b"]
+    assert listed(status__exact="failed") == ["call_b"]
+    assert listed(status__exact="completed") == ["call_a"]
+    assert listed() == ["call_a", "call_b"]
+
+
+def test_rows_cannot_be_added_changed_or_deleted_one_by_one(
+    staff: Client, rich: Conversation
+) -> None:
+    message = Message.objects.filter(conversation=rich).first()
+    assert message is not None
+    for model in MODELS:
+        assert staff.get(url(model, "add")).status_code == 403
+    response = staff.post(url(Message, "change", message.pk), {"content": "edited"})
+    assert response.status_code == 403
+    assert staff.post(url(Message, "delete", message.pk), {"post": "yes"}).status_code == 403
+    page = staff.get(url(Message, "change", message.pk)).content.decode()
+    assert url(Message, "delete", message.pk) not in page
+    message.refresh_from_db()
+    assert message.content != "edited"
+
+
+def test_deleting_a_conversation_takes_its_transcript(staff: Client, rich: Conversation) -> None:
+    page = staff.get(url(Conversation, "change", rich.pk)).content.decode()
+    assert url(Conversation, "delete", rich.pk) in page
+
+    confirm = staff.get(url(Conversation, "delete", rich.pk))
+    assert confirm.status_code == 200 and not confirm.context["perms_lacking"]
+    response = staff.post(url(Conversation, "delete", rich.pk), {"post": "yes"})
+
+    assert response.status_code == 302
+    assert not Conversation.objects.exists()
+    assert not Message.objects.exists() and not ToolCall.objects.exists()
+    assert not Run.objects.exists() and not ModelCall.objects.exists()
+
+
+def test_deleting_a_user_still_works_with_their_conversations(
+    staff: Client, rich: Conversation
+) -> None:
+    owner = rich.owner
+    confirm = staff.get(reverse("admin:auth_user_delete", args=[owner.pk]))
+    assert confirm.status_code == 200 and not confirm.context["perms_lacking"]
+
+    response = staff.post(reverse("admin:auth_user_delete", args=[owner.pk]), {"post": "yes"})
+
+    assert response.status_code == 302
+    assert not Conversation.objects.exists() and not ToolCall.objects.exists()
+
+
+def test_staff_with_view_and_delete_permissions_only(client: Client, rich: Conversation) -> None:
+    viewer = make.user("viewer", is_staff=True)
+    viewer.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_conversation", "delete_conversation"])
+    )
+    client.force_login(viewer)
+
+    page = client.get(url(Conversation, "change", rich.pk))
+    assert page.status_code == 200 and b'id="transcript"' in page.content
+    assert b'name="_save"' not in page.content
+    assert client.get(url(Message, "changelist")).status_code == 403
+    response = client.post(url(Conversation, "delete", rich.pk), {"post": "yes"})
+    assert response.status_code == 302 and not Message.objects.exists()
+
+
+def queries(client: Client, path: str) -> tuple[int, str]:
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(path)
+    assert response.status_code == 200
+    return len(captured.captured_queries), response.content.decode()
+
+
+def page_queries(client: Client, conversation: Conversation) -> dict[str, int]:
+    run = Run.objects.filter(conversation=conversation).order_by("pk").first()
+    assert run is not None
+    pages = {
+        "conversation": url(Conversation, "change", conversation.pk),
+        "run": url(Run, "change", run.pk),
+        "conversations": url(Conversation, "changelist"),
+        "tool calls": url(ToolCall, "changelist"),
+        "messages": url(Message, "changelist"),
+    }
+    return {name: queries(client, path)[0] for name, path in pages.items()}
+
+
+def test_query_count_does_not_grow_with_messages_or_tool_calls(staff: Client) -> None:
+    owner = make.user("ada")
+    small = make.big_conversation(owner, messages=2, tool_calls=1, runs=1, title="small")
+    small_counts = page_queries(staff, small)
+
+    big = make.big_conversation(owner, messages=500, tool_calls=1000, runs=10)
+    assert Message.objects.filter(conversation=big).count() == 500
+    assert ToolCall.objects.filter(run__conversation=big).count() == 1000
+    big_counts = page_queries(staff, big)
+
+    assert big_counts == small_counts
+    assert small_counts["conversation"] <= 8
+    count, page = queries(staff, url(Conversation, "change", big.pk))
+    assert count == small_counts["conversation"]
+    assert page.count('class="chat-message ') == 500
+    assert page.count('class="pill ') == 1000 + 250

@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+import logging
+import socket
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import OperationalError
+from django.utils import timezone
+
+from chat import runs, startup, transcripts
+from chat.agent import ChatMessage, history
+from chat.models import Conversation, HistoryRepair, Run, ToolCall
+from tests import transcript_factory as make
+
+pytestmark = pytest.mark.django_db
+
+DEAD_HERE = f"{socket.gethostname()}:999999999:dead"
+
+
+def crashed(worker: str, *, age: float = 0) -> Run:
+    """A run left mid tool round by `worker`, last seen `age` seconds ago."""
+    conversation = make.conversation(make.user("ada"))
+    run = Run.objects.create(
+        conversation=conversation,
+        worker=worker,
+        heartbeat_at=timezone.now() - timedelta(seconds=age),
+    )
+    transcripts.append_messages(
+        conversation,
+        [
+            ChatMessage(role="user", content="q"),
+            ChatMessage(role="assistant", tool_calls=(make.call("c1", "get_current_time"),)),
+        ],
+        run=run,
+    )
+    ToolCall.objects.create(run=run, call_id="c1", name="get_current_time")
+    return run
+
+
+def assert_recovered(run: Run) -> None:
+    run.refresh_from_db()
+    assert run.status == "interrupted" and run.error == runs.INTERRUPTED
+    messages = transcripts.load_history(run.conversation)
+    assert history.validate(messages) == []
+    assert messages[-1].tool_call_id == "c1" and "Interrupted" in (messages[-1].content or "")
+    assert ToolCall.objects.get(run=run).status == "failed"
+
+
+def test_command_interrupts_runs_of_dead_processes_and_leaves_live_ones() -> None:
+    dead = crashed(DEAD_HERE)
+    stale = crashed("other-host:1:x", age=3600)
+    live = crashed("other-host:2:y")
+    out = StringIO()
+
+    call_command("recover_runs", stdout=out)
+
+    text = out.getvalue()
+    assert f"run {dead.pk} of conversation {dead.conversation_id} (worker {DEAD_HERE})" in text
+    assert "added 1, removed 0 message(s)" in text
+    assert f"run {stale.pk} " in text and f"run {live.pk} " not in text
+    assert "Recovered 2 run(s); 1 run(s) in progress in live processes left alone." in text
+    assert_recovered(dead)
+    assert_recovered(stale)
+    live.refresh_from_db()
+    assert live.status == "in_progress"
+    assert HistoryRepair.objects.filter(run=dead).count() == 1
+
+
+def test_command_with_nothing_to_recover() -> None:
+    out = StringIO()
+    call_command("recover_runs", stdout=out)
+    assert out.getvalue().strip() == "Recovered 0 run(s)."
+
+
+def test_recover_on_start_repairs_and_is_idempotent() -> None:
+    dead = crashed(DEAD_HERE)
+
+    assert [run.pk for run in startup.recover_on_start()] == [dead.pk]
+    assert startup.recover_on_start() == []
+    assert_recovered(dead)
+    assert HistoryRepair.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_recover_on_start_inside_an_event_loop_uses_a_thread() -> None:
+    from channels.db import database_sync_to_async
+
+    dead = await database_sync_to_async(crashed)(DEAD_HERE)
+
+    recovered = startup.recover_on_start()
+
+    assert [run.pk for run in recovered] == [dead.pk]
+    await dead.arefresh_from_db()
+    assert dead.status == "interrupted"
+
+
+def test_recover_on_start_never_stops_the_server(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    def missing_table() -> list[Run]:
+        raise OperationalError("no such table: chat_run")
+
+    monkeypatch.setattr(runs, "recover_interrupted_runs", missing_table)
+    with caplog.at_level(logging.WARNING, logger="chat.startup"):
+        assert startup.recover_on_start() == []
+    assert "the database is not ready (no such table: chat_run)" in caplog.text
+
+    def bug() -> list[Run]:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(runs, "recover_interrupted_runs", bug)
+    assert startup.recover_on_start() == []
+    assert "RuntimeError: boom" in caplog.text
+    assert Conversation.objects.count() == 0
