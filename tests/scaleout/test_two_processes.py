@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+import websockets
+
+from tests.scaleout.conftest import Site
+from tests.servers import DaphneServer
+
+pytestmark = pytest.mark.scaleout
+DONE = 'data-running="false"'
+
+
+@asynccontextmanager
+async def socket(
+    server: DaphneServer, session: str, conversation: int
+) -> AsyncIterator[websockets.ClientConnection]:
+    url = f"ws://127.0.0.1:{server.port}/ws/conversations/{conversation}/"
+    async with websockets.connect(
+        url, origin=server.url, additional_headers={"Cookie": f"sessionid={session}"}
+    ) as ws:
+        yield ws
+
+
+async def frames_until(ws: websockets.ClientConnection, marker: str, wait: float = 15) -> list[str]:
+    frames: list[str] = []
+    async with asyncio.timeout(wait):
+        while not frames or marker not in frames[-1]:
+            frames.append(str(await ws.recv()))
+    return frames
+
+
+async def send(ws: websockets.ClientConnection, message: str) -> None:
+    await ws.send(json.dumps({"action": "send", "message": message}))
+
+
+def streamed_text(frames: list[str]) -> str:
+    return "".join(
+        chunk
+        for frame in frames
+        for chunk in re.findall(r'-text" hx-swap-oob="beforeend">(.*?)</span>', frame, re.S)
+    )
+
+
+def test_a_socket_on_one_process_watches_a_run_started_through_another(site: Site) -> None:
+    session, conversation = site.make_user_and_conversation("ada")
+
+    async def scenario() -> None:
+        with site.server() as a, site.server() as b:
+            async with (
+                socket(a, session, conversation) as on_a,
+                socket(b, session, conversation) as on_b,
+            ):
+                await send(on_b, "What time is it? Also search the cards for pills")
+                frames = await frames_until(on_a, DONE)
+        everything = "".join(frames)
+        assert "What time is it? Also search the cards for pills" in everything
+        assert "Looking up:" in everything
+        final = frames[-1]
+        assert "Get current time" in final and "Search cards" in final
+        assert "Here is what the tools said" in final
+        assert "Here is what" in streamed_text(frames)
+
+    asyncio.run(scenario())
+    assert site.sql("select status from chat_run") == [("completed",)]
+
+
+def test_stop_from_one_process_ends_a_run_owned_by_another(site: Site) -> None:
+    session, conversation = site.make_user_and_conversation("grace")
+
+    async def scenario() -> str:
+        with site.server() as a, site.server() as b:
+            async with (
+                socket(a, session, conversation) as on_a,
+                socket(b, session, conversation) as on_b,
+            ):
+                await send(on_b, "please do a slow lookup")
+                await frames_until(on_a, "Looking up: Slow lookup")
+                await on_a.send(json.dumps({"action": "cancel"}))
+                return (await frames_until(on_a, DONE, wait=5))[-1]
+
+    final = asyncio.run(scenario())
+    assert "Cancelled by the user" in final
+    rows = site.sql(
+        f"select status from chat_run where conversation_id = {conversation} order by id"
+    )
+    assert rows == [("cancelled",)]
+
+
+def test_a_killed_process_leaves_the_run_interrupted_and_repaired(site: Site) -> None:
+    session, conversation = site.make_user_and_conversation("linus")
+
+    async def scenario() -> str:
+        with site.server() as a, site.server() as b:
+            async with socket(a, session, conversation) as on_a:
+                async with socket(b, session, conversation) as on_b:
+                    await send(on_b, "please do a slow lookup")
+                    await frames_until(on_a, "Looking up: Slow lookup")
+                    b.kill()
+                await send(on_a, "are you still there?")
+                return (await frames_until(on_a, DONE))[-1]
+
+    final = asyncio.run(scenario())
+    assert "are you still there?" in final or "You said" in final
+    runs = site.sql(
+        f"select status, error from chat_run where conversation_id = {conversation} order by id"
+    )
+    assert runs[0][0] == "interrupted" and "stopped" in str(runs[0][1])
+    assert runs[1][0] == "completed"
+    messages = site.sql(
+        "select role, tool_call_id, content from chat_message "
+        f"where conversation_id = {conversation} order by index"
+    )
+    roles = [row[0] for row in messages]
+    assert roles == ["user", "assistant", "tool", "user", "assistant"]
+    assert "Interrupted" in str(messages[2][2])
