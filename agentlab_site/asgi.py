@@ -9,6 +9,10 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentlab_site.settings")
 django_asgi_app = get_asgi_application()
 
+from chat.startup import recover_on_start  # noqa: E402
+
+recover_on_start()
+
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402

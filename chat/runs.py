@@ -292,6 +292,11 @@ def _is_dead(run: Run) -> bool:
 @transaction.atomic
 def interrupt(run: Run) -> None:
     """Mark a run whose process died as interrupted and repair its conversation's history."""
+    claimed = Run.objects.filter(pk=run.pk, status=RunStatus.IN_PROGRESS).update(
+        status=RunStatus.INTERRUPTED
+    )
+    if not claimed:
+        return  # another process got there first
     run.status = RunStatus.INTERRUPTED
     run.error = INTERRUPTED
     run.finished_at = timezone.now()

@@ -75,6 +75,7 @@ def repair_conversation(
     Answers dangling tool calls with a reply naming `reason` and drops orphan tool messages;
     a HistoryRepair row records what changed. Returns (messages added, messages removed).
     """
+    Conversation.objects.select_for_update().filter(pk=conversation.pk).exists()
     rows = list(conversation.messages.select_for_update().order_by("index"))
     values = to_chat_messages(rows)
     repaired = history.repair(values, reply=tool_reply(reason))

@@ -129,5 +129,11 @@ class RunFinished:
 
 
 RunEvent = (
-    StreamItem | StepStarted | ModelCallFailed | ToolCallStarted | ToolCallFinished | RunFinished
+    StreamItem
+    | RunStarted
+    | StepStarted
+    | ModelCallFailed
+    | ToolCallStarted
+    | ToolCallFinished
+    | RunFinished
 )
