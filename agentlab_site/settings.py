@@ -113,7 +113,8 @@ else:
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "agentlab.sqlite3",
             "OPTIONS": _SQLITE_OPTIONS,
-            "TEST": {"NAME": VAR_DIR / "test-agentlab.sqlite3"},
+            # One file per test process, so parallel test runs do not share a database.
+            "TEST": {"NAME": VAR_DIR / f"test-agentlab-{os.getpid()}.sqlite3"},
         }
     }
 
@@ -146,6 +147,20 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missi
 # Serve static files straight from the apps (no collectstatic); on by default only in DEBUG.
 WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", DEBUG)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Behind HTTPS (production): secure cookies, HSTS and redirects to https.
+AGENTLAB_HTTPS = env_bool("AGENTLAB_HTTPS")
+SECURE_SSL_REDIRECT = AGENTLAB_HTTPS
+SESSION_COOKIE_SECURE = AGENTLAB_HTTPS
+CSRF_COOKIE_SECURE = AGENTLAB_HTTPS
+SECURE_HSTS_SECONDS = 31_536_000 if AGENTLAB_HTTPS else 0
+SECURE_HSTS_INCLUDE_SUBDOMAINS = AGENTLAB_HTTPS
+SECURE_HSTS_PRELOAD = env_bool("AGENTLAB_HSTS_PRELOAD", AGENTLAB_HTTPS)
+if env_bool("AGENTLAB_TRUST_X_FORWARDED_PROTO"):
+    # Only behind a proxy that sets this header itself and drops the client's.
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
+
 # Scripts only from this origin (or with the per-request nonce); no inline handlers, no eval.
 SECURE_CSP = {
     "default-src": [CSP.SELF],
@@ -175,6 +190,9 @@ AGENTLAB_SCRIPTED_DELAY = float(os.environ.get("AGENTLAB_SCRIPTED_DELAY", "0.03"
 # Modules imported at start-up that register their own tools with chat.agent.default_registry.
 AGENTLAB_TOOL_MODULES = env_list("AGENTLAB_TOOL_MODULES", "")
 AGENTLAB_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTLAB_MAX_MESSAGE_CHARS", "32000"))
+# Per-connection frame budget: a burst, then this many frames a second; a flood closes it.
+AGENTLAB_WS_BURST = int(os.environ.get("AGENTLAB_WS_BURST", "10"))
+AGENTLAB_WS_FRAMES_PER_SECOND = float(os.environ.get("AGENTLAB_WS_FRAMES_PER_SECOND", "2"))
 
 LOGGING = {
     "version": 1,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -14,6 +15,34 @@ from chat.models import Conversation, RunStatus
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
+CLOSE_FLOODING = 4429
+
+
+class FrameBudget:
+    """A token bucket per connection: short bursts pass, a flood is refused, then cut off."""
+
+    def __init__(self, *, burst: int, per_second: float, cutoff: int) -> None:
+        self.burst = burst
+        self.per_second = per_second
+        self.cutoff = cutoff
+        self.tokens = float(burst)
+        self.refused = 0
+        self.updated = time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.burst, self.tokens + (now - self.updated) * self.per_second)
+        self.updated = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            self.refused = 0
+            return True
+        self.refused += 1
+        return False
+
+    @property
+    def exhausted(self) -> bool:
+        return self.refused >= self.cutoff
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -32,6 +61,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.conversation = conversation
+        self.budget = FrameBudget(
+            burst=settings.AGENTLAB_WS_BURST,
+            per_second=settings.AGENTLAB_WS_FRAMES_PER_SECOND,
+            cutoff=settings.AGENTLAB_WS_BURST * 3,
+        )
         self.group = conversation.group_name
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -43,6 +77,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        if not self.budget.take():
+            if self.budget.exhausted:
+                await self.notice("Too many frames: this connection is closed. Reload the page.")
+                await self.close(code=CLOSE_FLOODING)
+            elif self.budget.refused == 1:
+                await self.notice("Too many frames: slow down; this one was ignored.")
+            return
         if text_data is None:
             await self.notice("Binary frames are not accepted; send JSON text frames.")
             return
@@ -53,6 +94,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         if not isinstance(frame, dict):
             await self.notice("A frame must be a JSON object with an action.")
+            return
+        named = frame.get("conversation")
+        if named is not None and str(named) != str(self.conversation.pk):
+            await self.notice(
+                f"This connection belongs to conversation {self.conversation.pk}; "
+                "open the other conversation to write there."
+            )
             return
         action = frame.get("action")
         if action == "send":

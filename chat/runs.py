@@ -208,8 +208,12 @@ async def execute_run(
             await recorder.record(event)
             await tell(event)
     except asyncio.CancelledError:
-        finished = await recorder.stop(RunStatus.CANCELLED, "Cancelled by the user.")
-        await tell(finished)
+
+        async def wind_up() -> None:
+            await tell(await recorder.stop(RunStatus.CANCELLED, "Cancelled by the user."))
+
+        # Shielded: a second cancel (Stop twice, a shutdown) must not cut the wind-up short.
+        await asyncio.shield(wind_up())
         raise
     except Exception as exc:
         logger.exception("run %s failed with an internal error", run.pk)
@@ -255,7 +259,7 @@ async def _control(
     try:
         while True:
             message = await layer.receive(channel)
-            if message.get("type") == "run.cancel":
+            if message.get("type") == "run.cancel" and not task.cancelling():
                 task.cancel()
             elif message.get("type") == "run.sync" and publisher is not None:
                 await publisher.send_snapshot(message["reply_channel"])

@@ -65,6 +65,7 @@ async def frames_until(
 
 
 DONE = 'data-running="false"'
+STREAMED = '-text" hx-swap-oob="beforeend"'
 
 
 async def send(communicator: WebsocketCommunicator, message: str) -> None:
@@ -152,7 +153,7 @@ async def test_stop_cancels_and_the_next_message_works(use_client: Any) -> None:
     use_client(ScriptedChatClient([" ".join(["slow"] * 500)], delay=0.01))
     ws = await connect(user, conversation)
     await send(ws, "go")
-    await frames_until(ws, "-text")
+    await frames_until(ws, STREAMED)
     await ws.send_to(text_data=json.dumps({"action": "cancel"}))
     final = (await frames_until(ws, DONE))[-1]
     assert "Cancelled by the user" in final
@@ -172,7 +173,7 @@ async def test_second_send_while_running_is_refused_and_writes_nothing(use_clien
     use_client(ScriptedChatClient([" ".join(["slow"] * 300)], delay=0.01))
     ws = await connect(user, conversation)
     await send(ws, "first")
-    await frames_until(ws, "-text")
+    await frames_until(ws, STREAMED)
     await send(ws, "second")
     notice = await frames_until(ws, 'id="notice"')
     assert "already in progress" in notice[-1]
@@ -249,7 +250,7 @@ async def test_reconnect_mid_run_catches_up(use_client: Any) -> None:
     use_client(ScriptedChatClient([" ".join(words)], delay=0.005))
     ws = await connect(user, conversation)
     await send(ws, "go")
-    await frames_until(ws, "-text")
+    await frames_until(ws, STREAMED)
     await ws.disconnect()
     await asyncio.sleep(0.1)
 
@@ -334,3 +335,67 @@ def test_agent_package_has_no_django_imports() -> None:
                     else [alias.name for alias in node.names]
                 )
                 assert not any(name.split(".")[0] in {"django", "channels"} for name in names), path
+
+
+async def test_a_flood_of_frames_is_refused_then_cut_off(settings: Any) -> None:
+    settings.AGENTLAB_WS_BURST = 5
+    settings.AGENTLAB_WS_FRAMES_PER_SECOND = 0.5
+    user = await make_user()
+    conversation = await make_conversation(user)
+    ws = await connect(user, conversation)
+    for _ in range(5):
+        await ws.send_to(text_data='{"action": "dance"}')
+        assert "Unknown action" in await ws.receive_from(timeout=5)
+    await ws.send_to(text_data='{"action": "dance"}')
+    assert "Too many frames: slow down" in await ws.receive_from(timeout=5)
+    for _ in range(14):
+        await ws.send_to(text_data='{"action": "send", "message": "spam"}')
+    assert "connection is closed" in await ws.receive_from(timeout=5)
+    assert (await ws.receive_output(timeout=5))["type"] == "websocket.close"
+    assert await Run.objects.acount() == 0
+
+
+async def test_a_frame_naming_another_conversation_is_refused(use_client: Any) -> None:
+    user = await make_user()
+    mine = await make_conversation(user)
+    theirs = await make_conversation(await make_user("mallory"))
+    ws = await connect(user, mine)
+    frame = {"action": "send", "message": "hi", "conversation": theirs.pk}
+    await ws.send_to(text_data=json.dumps(frame))
+    assert f"belongs to conversation {mine.pk}" in await ws.receive_from(timeout=5)
+    assert await Message.objects.acount() == 0
+    await ws.disconnect()
+
+
+async def test_stop_twice_and_stop_after_the_end_are_harmless(use_client: Any) -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    use_client(ScriptedChatClient([" ".join(["slow"] * 300)], delay=0.01))
+    ws = await connect(user, conversation)
+    await send(ws, "go")
+    await frames_until(ws, STREAMED)
+    cancel = json.dumps({"action": "cancel"})
+    await ws.send_to(text_data=cancel)
+    await ws.send_to(text_data=cancel)
+    final = (await frames_until(ws, DONE))[-1]
+    assert "Cancelled by the user" in final
+    await ws.send_to(text_data=cancel)
+    assert await ws.receive_nothing(timeout=0.3)
+    run = await Run.objects.aget()
+    assert run.status == "cancelled"
+    assert await Message.objects.filter(role="assistant").acount() == 1
+    await ws.disconnect()
+
+
+async def test_double_submit_starts_one_run(use_client: Any) -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    use_client(ScriptedChatClient(["one reply"], delay=0.01))
+    ws = await connect(user, conversation)
+    await send(ws, "same message")
+    await send(ws, "same message")
+    frames = await frames_until(ws, DONE)
+    assert any("already in progress" in f for f in frames) or await Run.objects.acount() == 1
+    assert await Run.objects.acount() == 1
+    assert await Message.objects.filter(role="user").acount() == 1
+    await ws.disconnect()
