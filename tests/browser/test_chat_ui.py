@@ -154,3 +154,48 @@ def test_model_output_cannot_run_scripts(page: Page, live_server_url: str, login
     expect(page.locator(".message.user .bubble")).to_contain_text("<img src=x")
     assert page.evaluate("window.__pwned || 0") == 0
     assert not re.search(r"<img src=\"?x", page.content())
+
+
+def _tall_conversation(owner: Any) -> Conversation:
+    from chat import agent, transcripts
+
+    conversation = new_conversation(owner)
+    for number in range(15):
+        transcripts.append_messages(
+            conversation,
+            [
+                agent.ChatMessage(role="user", content=f"question {number}"),
+                agent.ChatMessage(role="assistant", content="An answer.\n\n" * 4),
+            ],
+        )
+    return conversation
+
+
+def _at_bottom(page: Page) -> bool:
+    return bool(
+        page.evaluate(
+            "() => document.documentElement.scrollHeight - window.scrollY - window.innerHeight < 90"
+        )
+    )
+
+
+def test_newest_text_stays_in_view_unless_the_reader_scrolled_up(
+    page: Page, live_server_url: str, login: Any
+) -> None:
+    conversation = _tall_conversation(login())
+    open_conversation(page, live_server_url, conversation)
+    assert _at_bottom(page)
+    send(page, "tell me something")
+    expect(page.locator(".message.assistant .reply-footer").last).to_contain_text(
+        "Scripted", timeout=10000
+    )
+    expect(page.locator(".message.assistant .text").last).to_contain_text("tell me something")
+    assert wait_for(lambda: _at_bottom(page))
+
+    send(page, "and once more, slowly: do a slow lookup")
+    expect(page.locator(".indicator")).to_contain_text("Slow lookup", timeout=5000)
+    page.evaluate("window.scrollTo(0, 0)")
+    expect(page.locator(".message.assistant .pills .pill").last).to_have_text(
+        "Slow lookup", timeout=10000
+    )
+    assert page.evaluate("window.scrollY") < 50
