@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 
 from .clients import ChatClient
@@ -96,7 +97,8 @@ class DebugRuntime:
             if turn is None:
                 raise RuntimeError(f"{type(self.client).__name__}.stream() ended without TurnEnd")
 
-            message = turn.message
+            message = _own_tool_calls(turn.message, self.messages)
+            turn = TurnEnd(message, turn.finish_reason, step)
             self.messages.append(message)
             yield turn
 
@@ -128,3 +130,29 @@ class DebugRuntime:
             steps=max_steps,
             usage=usage,
         )
+
+
+UNNAMED_TOOL = "unnamed_tool"
+
+
+def _own_tool_calls(message: ChatMessage, history: list[ChatMessage]) -> ChatMessage:
+    """Make a turn's tool calls safe to send back to a strict provider, whatever it sent.
+
+    A call without a name gets the name `unnamed_tool` (it then fails as an unknown tool, which
+    the model reads); an id used earlier in the conversation or twice in the turn (servers that
+    number calls per turn) gets a fresh one. Once stored, the ids are ours.
+    """
+    if not message.tool_calls:
+        return message
+    taken = {call.id for m in history for call in m.tool_calls}
+    calls = []
+    for call in message.tool_calls:
+        changes: dict[str, str] = {}
+        if not call.name.strip():
+            changes["name"] = UNNAMED_TOOL
+        if not call.id or call.id in taken:
+            changes["id"] = f"call_{uuid.uuid4().hex[:24]}"
+        call = call.model_copy(update=changes) if changes else call
+        taken.add(call.id)
+        calls.append(call)
+    return message.model_copy(update={"tool_calls": tuple(calls)})
