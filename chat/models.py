@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from django.conf import settings
@@ -9,6 +10,8 @@ from django.db import models
 from django.db.models import Q
 
 from chat.agent.contracts import AgentParameters
+
+logger = logging.getLogger(__name__)
 
 
 class RunStatus(models.TextChoices):
@@ -59,7 +62,20 @@ class Conversation(models.Model):
         return f"conversation.{self.pk}"
 
     def agent_parameters(self) -> AgentParameters:
-        return AgentParameters.model_validate(self.parameters or {})
+        """The stored snapshot; tools no longer registered in this process are left out."""
+        from chat.agent.tools import default_registry
+
+        data = dict(self.parameters or {})
+        tools = list(data.get("enabled_tools") or ())
+        known = [name for name in tools if name in default_registry]
+        if known != tools:
+            logger.warning(
+                "conversation %s: tool(s) %s are not registered here and stay disabled",
+                self.pk,
+                ", ".join(sorted(set(tools) - set(known))),
+            )
+            data["enabled_tools"] = known
+        return AgentParameters.model_validate(data)
 
     def set_agent_parameters(self, parameters: AgentParameters) -> None:
         self.parameters = parameters.to_json()

@@ -127,7 +127,12 @@ def _create_run(
     try:
         with transaction.atomic():
             conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
-            parameters = conversation.agent_parameters()
+            try:
+                parameters = conversation.agent_parameters()
+            except ValueError as exc:
+                raise RunRefused(
+                    f"The agent settings of this conversation are invalid: {validation_text(exc)}"
+                ) from None
             try:
                 request = agent.DebugRunRequest(
                     parameters=parameters,
@@ -216,6 +221,9 @@ async def execute_run(
         await asyncio.shield(wind_up())
         raise
     except Exception as exc:
+        if not await Run.objects.filter(pk=run.pk).aexists():
+            logger.info("run %s was deleted while it ran; it stops here", run.pk)
+            return run
         logger.exception("run %s failed with an internal error", run.pk)
         finished = await recorder.stop(RunStatus.FAILED, f"Internal error: {type(exc).__name__}")
         await tell(finished)

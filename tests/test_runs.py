@@ -303,3 +303,28 @@ async def test_a_stale_run_does_not_block_the_next_message() -> None:
     await stale.arefresh_from_db()
     assert stale.status == "interrupted"
     assert history.validate(await stored(conversation)) == []
+
+
+async def test_a_tool_that_is_no_longer_registered_stays_disabled() -> None:
+    conversation = await make_conversation(enabled_tools=["get_current_time"])
+    conversation.parameters["enabled_tools"] = ["get_current_time", "retired_tool"]
+    await conversation.asave()
+
+    run = await run_once(conversation, "what time is it?", ScriptedChatClient())
+
+    assert run.status == "completed"
+    assert run.parameters["enabled_tools"] == ["get_current_time"]
+
+
+async def test_a_run_whose_conversation_is_deleted_stops_quietly() -> None:
+    conversation = await make_conversation()
+    client = ScriptedChatClient([" ".join(["word"] * 100)], delay=0.005)
+    owner = await database_sync_to_async(lambda: conversation.owner)()
+    handle = await runs.start_run(
+        conversation=conversation, user=owner, content="go", client=client
+    )
+    await asyncio.sleep(0.05)
+    await conversation.adelete()
+    run = await asyncio.wait_for(handle.task, 5)
+    assert run.pk == handle.run.pk
+    assert not await Run.objects.filter(pk=run.pk).aexists()
