@@ -48,6 +48,8 @@ class DaphneServer:
         }
         if not redis_url:
             self.environment.pop("REDIS_URL", None)
+        # The test process may allow sync ORM calls in async code; the server must not.
+        self.environment.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> DaphneServer:
