@@ -187,6 +187,8 @@ if AGENTLAB_TOOL_CALL_CONTENT not in {"empty", "null", "omit"}:
     raise ImproperlyConfigured("AGENTLAB_TOOL_CALL_CONTENT must be empty, null or omit.")
 # Seconds between the scripted model's words: visible streaming offline, zero in tests.
 AGENTLAB_SCRIPTED_DELAY = float(os.environ.get("AGENTLAB_SCRIPTED_DELAY", "0.03"))
+# Keep every model call's raw stream (chunk by chunk, with arrival times) for the inspector.
+AGENTLAB_STORE_RAW_STREAM = env_bool("AGENTLAB_STORE_RAW_STREAM", True)
 # Modules imported at start-up that register their own tools with chat.agent.default_registry.
 AGENTLAB_TOOL_MODULES = env_list("AGENTLAB_TOOL_MODULES", "")
 AGENTLAB_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTLAB_MAX_MESSAGE_CHARS", "32000"))

@@ -29,6 +29,55 @@ class ToolCallStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+class ProviderProfile(models.Model):
+    """An OpenAI-compatible endpoint and its quirks. Keys stay in the environment, never here."""
+
+    class ToolCallContent(models.TextChoices):
+        EMPTY = "empty", 'Empty string ""'
+        NULL = "null", "null"
+        OMIT = "omit", "Omitted"
+
+    class ToolCallIds(models.TextChoices):
+        ANY = "any", "Any string"
+        ALNUM9 = "alnum9", "9 letters or digits (Mistral)"
+
+    class ReasoningField(models.TextChoices):
+        DROP = "", "Not sent back"
+        REASONING_CONTENT = "reasoning_content", "reasoning_content (DeepSeek)"
+        REASONING = "reasoning", "reasoning"
+
+    name = models.CharField(max_length=100, unique=True)
+    base_url = models.URLField(max_length=500, help_text="e.g. https://api.openai.com/v1")
+    api_key_env = models.CharField(
+        max_length=100,
+        blank=True,
+        default="OPENAI_API_KEY",
+        help_text="Name of the environment variable that holds the key (empty: no key).",
+    )
+    model = models.CharField(max_length=200)
+    tool_call_content = models.CharField(
+        max_length=10, choices=ToolCallContent.choices, default=ToolCallContent.EMPTY
+    )
+    tool_call_ids = models.CharField(
+        max_length=10, choices=ToolCallIds.choices, default=ToolCallIds.ANY
+    )
+    reasoning_field = models.CharField(
+        max_length=20, choices=ReasoningField.choices, default=ReasoningField.DROP, blank=True
+    )
+    parallel_tool_calls = models.BooleanField(
+        default=True, help_text="Send parallel_tool_calls with the tools."
+    )
+    notes = models.TextField(blank=True, help_text="What check_provider found, for example.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
 class ConversationQuerySet(models.QuerySet["Conversation"]):
     def for_user(self, user: Any) -> ConversationQuerySet:
         """The security boundary: a user reaches only their own conversations."""
@@ -42,6 +91,20 @@ class Conversation(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
     )
     title = models.CharField(max_length=200, blank=True)
+    profile = models.ForeignKey(
+        ProviderProfile,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="conversations",
+        help_text="Empty: the endpoint configured in the environment.",
+    )
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    forked_at = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Index of the parent's message the fork starts after."
+    )
     parameters = models.JSONField(
         default=dict, blank=True, help_text="Validated AgentParameters snapshot."
     )
@@ -217,7 +280,14 @@ class ModelCall(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls")
     step = models.PositiveIntegerField()
     model = models.CharField(max_length=200, blank=True)
+    url = models.CharField(max_length=500, blank=True, help_text="Without credentials.")
     request = models.JSONField(default=dict, help_text="The exact JSON body sent.")
+    raw_stream = models.TextField(
+        blank=True, help_text="The stream as received: one 'milliseconds<TAB>line' a line."
+    )
+    preflight = models.JSONField(
+        default=list, blank=True, help_text="History violations repaired before this request."
+    )
     http_status = models.PositiveIntegerField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=1)
     finish_reason = models.CharField(max_length=40, blank=True)
@@ -234,6 +304,13 @@ class ModelCall(models.Model):
 
     def __str__(self) -> str:
         return f"Model call {self.step} of run {self.run_id}"
+
+    def raw_chunks(self) -> list[tuple[str, str]]:
+        """(milliseconds, line) pairs of the stored stream."""
+        return [
+            (ms, line)
+            for ms, _, line in (row.partition("\t") for row in self.raw_stream.splitlines())
+        ]
 
 
 class HistoryRepair(models.Model):

@@ -29,8 +29,18 @@ from chat.agent import events
 from chat.agent.clients import ChatClient, OpenAICompatibleChatClient
 from chat.agent.runtime import DebugRuntime
 from chat.agent.scripted import ScriptedChatClient
+from chat.agent.wire import WireFormat
 from chat.fragments import RunPublisher
-from chat.models import Conversation, Message, ModelCall, Run, RunStatus, ToolCall, ToolCallStatus
+from chat.models import (
+    Conversation,
+    Message,
+    ModelCall,
+    ProviderProfile,
+    Run,
+    RunStatus,
+    ToolCall,
+    ToolCallStatus,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -54,9 +64,22 @@ def default_parameters() -> agent.AgentParameters:
 
 
 def build_client(
-    *, base_url: str | None = None, api_key: str | None = None, model: str | None = None
+    *,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    model: str | None = None,
+    profile: ProviderProfile | None = None,
 ) -> ChatClient:
-    """The configured provider, or the scripted model when no base URL is set."""
+    """A profile's endpoint, else the configured one, else the scripted model."""
+    if profile is not None:
+        return OpenAICompatibleChatClient(
+            base_url=base_url or profile.base_url,
+            api_key=api_key
+            or (os.environ.get(profile.api_key_env) if profile.api_key_env else None)
+            or None,
+            model=model or profile.model,
+            wire=wire_format(profile),
+        )
     base_url = base_url or settings.OPENAI_BASE_URL
     if not base_url:
         return ScriptedChatClient(delay=settings.AGENTLAB_SCRIPTED_DELAY)
@@ -67,7 +90,16 @@ def build_client(
         base_url=base_url,
         api_key=api_key or settings.OPENAI_API_KEY or None,
         model=model,
-        empty_content=settings.AGENTLAB_TOOL_CALL_CONTENT,
+        wire=WireFormat(empty_content=settings.AGENTLAB_TOOL_CALL_CONTENT),
+    )
+
+
+def wire_format(profile: ProviderProfile) -> WireFormat:
+    return WireFormat(
+        empty_content=profile.tool_call_content,  # type: ignore[arg-type]
+        tool_call_ids=profile.tool_call_ids,  # type: ignore[arg-type]
+        reasoning_field=profile.reasoning_field,  # type: ignore[arg-type]
+        parallel_tool_calls=profile.parallel_tool_calls,
     )
 
 
@@ -90,7 +122,11 @@ async def start_run(
     Raises RunRefused (another run is in progress, or the input is invalid); then nothing is
     written.
     """
-    client = client or build_client()
+    if client is None:
+        profile = None
+        if conversation.profile_id is not None:
+            profile = await ProviderProfile.objects.filter(pk=conversation.profile_id).afirst()
+        client = build_client(profile=profile)
     try:
         run, request = await sync_to_async(_create_run)(
             conversation=conversation, user=user, content=content, client=client
@@ -341,6 +377,9 @@ class _Step:
     usage: events.Usage = field(default_factory=events.Usage)
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
+    url: str = ""
+    raw: events.RawStream = ()
+    preflight: list[str] = field(default_factory=list)
     model_call_saved: bool = False
     message: Message | None = None
     calls: list[agent.ToolCall] = field(default_factory=list)
@@ -362,8 +401,11 @@ class _Recorder:
         match event:
             case events.StepStarted(number):
                 self.step = _Step(number=number, started=time.monotonic())
-            case events.ModelRequestSent(body, status_code, attempts) if step:
+            case events.PreflightRepaired(_, violations) if step:
+                step.preflight = list(violations)
+            case events.ModelRequestSent(body, status_code, attempts, url) if step:
                 step.request, step.status_code, step.attempts = body, status_code, attempts
+                step.url = url
             case events.TextDelta(text) if step:
                 self._first_token(step)
                 step.text.append(text)
@@ -376,8 +418,10 @@ class _Recorder:
             case events.ModelCallFailed() if step:
                 step.request = event.request_body or step.request
                 step.status_code, step.attempts = event.status_code, event.attempts
+                step.raw = event.raw
                 await sync_to_async(self._save_model_call)(step, "", event.message)
             case events.TurnEnd(message, finish_reason) if step:
+                step.raw = event.raw or step.raw
                 await sync_to_async(self._save_turn)(step, message, finish_reason)
             case events.ToolCallFinished(result) if step:
                 step.results[result.tool_call.id] = result
@@ -398,7 +442,12 @@ class _Recorder:
             run=self.run,
             step=step.number,
             model=str(step.request.get("model", self.run.model)),
+            url=step.url,
             request=step.request,
+            raw_stream="\n".join(f"{ms:g}\t{line}" for ms, line in step.raw)
+            if settings.AGENTLAB_STORE_RAW_STREAM
+            else "",
+            preflight=step.preflight,
             http_status=step.status_code,
             attempts=step.attempts,
             finish_reason=finish_reason,

@@ -20,7 +20,7 @@ import dataclasses
 import json
 import socket
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -316,6 +316,8 @@ class _Handler(BaseHTTPRequestHandler):
                 reject_null_content=fake.reject_null_content,
                 reject_empty_content=fake.reject_empty_content,
             )
+            for check in fake.checks:
+                problem = problem or check(request.body)
             if problem:
                 self._send_json(400, _error_body(problem))
                 return
@@ -400,6 +402,8 @@ class FakeOpenAIServer:
         models: Sequence[str] = (MODEL,),
     ) -> None:
         self.strict = strict
+        self.checks: list[Callable[[Any], str | None]] = []
+        """Provider quirks to enforce on top of the strict rules: body -> problem or None."""
         self.reject_null_content = reject_null_content
         self.reject_empty_content = reject_empty_content
         self.models = list(models)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
@@ -328,3 +329,121 @@ async def test_a_run_whose_conversation_is_deleted_stops_quietly() -> None:
     run = await asyncio.wait_for(handle.task, 5)
     assert run.pk == handle.run.pk
     assert not await Run.objects.filter(pk=run.pk).aexists()
+
+
+async def test_model_calls_keep_the_raw_stream_and_url(settings: Any) -> None:
+    conversation = await make_conversation()
+    run = await run_once(conversation, "hi", ScriptedChatClient(["raw words here"]))
+    model_call = await ModelCall.objects.aget(run=run)
+    chunks = model_call.raw_chunks()
+    assert model_call.url == "scripted:"
+    assert chunks[-1][1] == "data: [DONE]"
+    assert all(float(ms) >= 0 for ms, _ in chunks)
+    assert (
+        "".join(
+            json.loads(line[6:])["choices"][0]["delta"].get("content", "")
+            for _, line in chunks
+            if line.startswith("data: {") and json.loads(line[6:])["choices"]
+        )
+        == "raw words here"
+    )
+
+    settings.AGENTLAB_STORE_RAW_STREAM = False
+    run = await run_once(conversation, "again", ScriptedChatClient(["no raw"]))
+    assert (await ModelCall.objects.aget(run=run)).raw_stream == ""
+
+
+async def test_preflight_repairs_a_broken_stored_history() -> None:
+    conversation = await make_conversation()
+
+    @database_sync_to_async
+    def break_history() -> None:
+        transcripts.append_messages(
+            conversation,
+            [
+                agent.ChatMessage(role="user", content="q"),
+                agent.ChatMessage(role="assistant", tool_calls=(call("lost", "x"),)),
+            ],
+        )
+
+    await break_history()
+    client = ScriptedChatClient(["fine"])
+    run = await run_once(conversation, "next", client)
+
+    assert run.status == "completed"
+    sent = client.requests[0]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "tool", "user"]
+    model_call = await ModelCall.objects.aget(run=run)
+    assert model_call.preflight and "unanswered_tool_call" in model_call.preflight[0]
+
+
+async def test_preflight_refuses_what_it_cannot_repair() -> None:
+    conversation = await make_conversation()
+
+    @database_sync_to_async
+    def duplicate_ids() -> None:
+        transcripts.append_messages(
+            conversation,
+            [
+                agent.ChatMessage(role="user", content="q"),
+                agent.ChatMessage(role="assistant", tool_calls=(call("dup", "x"),)),
+                agent.ChatMessage(role="tool", tool_call_id="dup", content="1"),
+                agent.ChatMessage(role="assistant", tool_calls=(call("dup", "y"),)),
+                agent.ChatMessage(role="tool", tool_call_id="dup", content="2"),
+            ],
+        )
+
+    await duplicate_ids()
+    client = ScriptedChatClient(["never"])
+    run = await run_once(conversation, "next", client)
+
+    assert run.status == "failed"
+    assert "Pre-flight" in run.error and "message 3" in run.error
+    assert "duplicate_tool_call_id" in run.error
+    assert client.requests == []
+
+
+async def test_a_conversation_uses_its_provider_profile(
+    fake_openai: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import re
+
+    from chat.models import ProviderProfile
+    from tests.fake_openai import text_turn, tool_turn
+
+    monkeypatch.setenv("MISTRAL_TEST_KEY", "sk-profile-key")
+    profile = await ProviderProfile.objects.acreate(
+        name="mistral-like",
+        base_url=fake_openai.base_url,
+        api_key_env="MISTRAL_TEST_KEY",
+        model="mistral-small",
+        tool_call_ids="alnum9",
+        parallel_tool_calls=False,
+    )
+
+    def mistral(body: Any) -> str | None:
+        for message in body["messages"]:
+            for call in message.get("tool_calls", []):
+                if not re.match(r"^[a-zA-Z0-9]{9}$", call["id"]):
+                    return f"Tool call id was {call['id']} but must be a-z, A-Z, 0-9, length 9"
+        return "parallel_tool_calls is not supported" if "parallel_tool_calls" in body else None
+
+    fake_openai.checks.append(mistral)
+    fake_openai.enqueue(
+        tool_turn([("call_not_nine", "get_current_time", "{}")]), text_turn("It is noon.")
+    )
+    conversation = await make_conversation(enabled_tools=["get_current_time"])
+    conversation.profile = profile
+    await conversation.asave()
+    owner = await database_sync_to_async(lambda: conversation.owner)()
+
+    handle = await runs.start_run(conversation=conversation, user=owner, content="time?")
+    run = await handle.task
+
+    assert run.status == "completed", run.error
+    assert run.model == "mistral-small"
+    assert fake_openai.requests[0].headers["authorization"] == "Bearer sk-profile-key"
+    second = fake_openai.requests[1].body
+    assert second["messages"][1]["tool_calls"][0]["id"] != "call_not_nine"
+    messages = await stored(conversation)
+    assert messages[1].tool_calls[0].id == "call_not_nine"

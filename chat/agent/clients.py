@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import math
+import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
@@ -15,15 +17,17 @@ from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 import httpx
 
 from .contracts import AgentParameters
-from .errors import ProviderConnectionError, ProviderHTTPError, StreamError
+from .errors import ChatClientError, ProviderConnectionError, ProviderHTTPError, StreamError
 from .events import ModelRequestSent, StreamItem
 from .messages import ChatMessage, EmptyContent
 from .stream import ChatCompletionStreamParser
 from .tools import ToolDefinition
+from .wire import WireFormat
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PARAMETERS = AgentParameters()
+DEFAULT_WIRE = WireFormat()
 MAX_ERROR_CHARS = 2000
 REDACTED = "[REDACTED]"
 _SECRET_HINTS = ("auth", "key", "token", "secret", "password", "signature")
@@ -62,13 +66,13 @@ def build_request_body(
     model: str,
     tools: Sequence[ToolDefinition],
     parameters: AgentParameters,
-    empty_content: EmptyContent = "empty",
+    wire: WireFormat = DEFAULT_WIRE,
     stream: bool = True,
 ) -> dict[str, Any]:
     """The Chat Completions request body; `tools` and its options only when there are tools."""
     body: dict[str, Any] = {
         "model": parameters.model or model,
-        "messages": [message.to_openai(empty_content=empty_content) for message in messages],
+        "messages": wire.messages(messages),
         "stream": stream,
     }
     if stream:
@@ -82,7 +86,8 @@ def build_request_body(
     if tools:
         body["tools"] = [tool.to_openai() for tool in tools]
         body["tool_choice"] = "auto"
-        body["parallel_tool_calls"] = True
+        if wire.parallel_tool_calls:
+            body["parallel_tool_calls"] = True
     return body
 
 
@@ -122,7 +127,7 @@ class OpenAICompatibleChatClient:
         max_retries: int = 2,
         backoff: float = 0.5,
         max_retry_wait: float = 30.0,
-        empty_content: EmptyContent = "empty",
+        wire: WireFormat = DEFAULT_WIRE,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.model = model
@@ -132,7 +137,7 @@ class OpenAICompatibleChatClient:
         self.max_retries = max(0, max_retries)
         self.backoff = backoff
         self.max_retry_wait = max_retry_wait
-        self.empty_content: EmptyContent = empty_content
+        self.wire = wire
         self._url, self._params, url_secrets = _split_base_url(base_url)
         self.base_url = _display(self._url)
         self._headers = {"Accept": "text/event-stream, application/json"}
@@ -150,6 +155,14 @@ class OpenAICompatibleChatClient:
         )
         self._owns_client = http_client is None
         self._client = http_client if http_client is not None else httpx.AsyncClient()
+
+    @property
+    def empty_content(self) -> EmptyContent:
+        return self.wire.empty_content
+
+    @empty_content.setter
+    def empty_content(self, value: EmptyContent) -> None:
+        self.wire = dataclasses.replace(self.wire, empty_content=value)
 
     def __repr__(self) -> str:
         return f"OpenAICompatibleChatClient(base_url={self.base_url!r}, model={self.model!r})"
@@ -176,12 +189,14 @@ class OpenAICompatibleChatClient:
             model=self.model,
             tools=tools,
             parameters=parameters,
-            empty_content=self.empty_content,
+            wire=self.wire,
         )
         payload = json.dumps(body, ensure_ascii=False).encode()
+        started = time.monotonic()
         response, attempts = await self._send("POST", "/chat/completions", payload, body)
         parser = ChatCompletionStreamParser()
         received = False
+        raw: list[tuple[float, str]] = []
 
         def failure(message: str) -> StreamError:
             return StreamError(
@@ -193,16 +208,24 @@ class OpenAICompatibleChatClient:
             )
 
         try:
-            yield ModelRequestSent(body=body, status_code=response.status_code, attempts=attempts)
+            yield ModelRequestSent(
+                body=body,
+                status_code=response.status_code,
+                attempts=attempts,
+                url=f"{self.base_url}/chat/completions",
+            )
             try:
                 if _is_json(response):
                     await response.aread()
                     received = True
+                    raw.append((round((time.monotonic() - started) * 1000, 1), response.text))
                     for item in parser.feed_chunk(_completion_as_chunk(response.text)):
                         yield item
                 else:
                     async for line in response.aiter_lines():
                         received = True
+                        if line:
+                            raw.append((round((time.monotonic() - started) * 1000, 1), line))
                         for item in parser.feed_line(line):
                             yield item
                 turn = parser.finish()
@@ -231,9 +254,12 @@ class OpenAICompatibleChatClient:
                 raise failure(
                     f"the connection dropped mid-stream after {_streamed_chars(parser)} characters"
                 ) from None
+        except ChatClientError as exc:
+            exc.raw = tuple(raw)
+            raise
         finally:
             await response.aclose()
-        yield turn
+        yield dataclasses.replace(turn, raw=tuple(raw))
 
     async def list_models(self) -> list[str]:
         """The model ids the server offers (GET /models)."""

@@ -23,6 +23,7 @@ class ChatClientError(Exception):
         self.status_code = status_code
         self.request_body = request_body
         self.attempts = attempts
+        self.raw: tuple[tuple[float, str], ...] = ()
 
     def __str__(self) -> str:
         if self.status_code is not None and self.status_code >= 400:

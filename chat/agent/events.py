@@ -11,6 +11,9 @@ from typing import Any, Literal
 
 from .messages import ChatMessage, ToolCall
 
+RawStream = tuple[tuple[float, str], ...]
+"""The stream as received: (milliseconds since the request was sent, line) per non-empty line."""
+
 RunStatus = Literal["in_progress", "completed", "failed", "cancelled", "interrupted"]
 ToolCallStatus = Literal["in_progress", "completed", "failed", "cancelled"]
 
@@ -53,6 +56,7 @@ class ModelRequestSent:
     body: dict[str, Any]
     status_code: int = 200
     attempts: int = 1
+    url: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,7 @@ class TurnEnd:
     message: ChatMessage
     finish_reason: str | None
     step: int = 0
+    raw: RawStream = field(default=(), compare=False, repr=False)
 
 
 StreamItem = TextDelta | ReasoningDelta | Usage | ModelRequestSent | TurnEnd
@@ -91,6 +96,15 @@ class ModelCallFailed:
     status_code: int | None = None
     request_body: dict[str, Any] | None = None
     attempts: int = 1
+    raw: RawStream = field(default=(), compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class PreflightRepaired:
+    """The history was not strict-valid before a request; the passes repaired it."""
+
+    step: int
+    violations: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +146,7 @@ RunEvent = (
     StreamItem
     | RunStarted
     | StepStarted
+    | PreflightRepaired
     | ModelCallFailed
     | ToolCallStarted
     | ToolCallFinished

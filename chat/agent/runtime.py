@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator
 
+from . import history
 from .clients import ChatClient
 from .contracts import DebugRunRequest
 from .errors import ChatClientError, StreamError
 from .events import (
     ModelCallFailed,
+    PreflightRepaired,
     ReasoningDelta,
     RunEvent,
     RunFinished,
@@ -24,6 +27,7 @@ from .events import (
 from .messages import ChatMessage
 from .tools import EventAgent, ToolRegistry, default_registry
 
+PREFLIGHT = "not answered before this request; the pre-flight check closed it"
 FINISH_REASON_ERRORS = {
     "length": "The reply was cut off: the model reached its token limit (finish_reason: length).",
     "content_filter": "The provider's content filter stopped the reply "
@@ -53,6 +57,21 @@ class DebugRuntime:
 
         for step in range(1, max_steps + 1):
             yield StepStarted(step=step, max_steps=max_steps)
+            violations = history.validate(self.messages)
+            if violations:
+                repaired = history.repair(self.messages, reply=history.error_reply(PREFLIGHT))
+                remaining = history.validate(repaired)
+                if remaining:
+                    yield RunFinished(
+                        status="failed",
+                        error="Pre-flight check: the history cannot be sent as it is: "
+                        + "; ".join(str(v) for v in remaining),
+                        steps=step - 1,
+                        usage=usage,
+                    )
+                    return
+                self.messages = repaired
+                yield PreflightRepaired(step, tuple(str(v) for v in violations))
             text: list[str] = []
             reasoning: list[str] = []
             turn: TurnEnd | None = None
@@ -62,7 +81,7 @@ class DebugRuntime:
                     self.messages, tools=tools, parameters=parameters
                 ):
                     if isinstance(item, TurnEnd):
-                        turn = TurnEnd(item.message, item.finish_reason, step)
+                        turn = dataclasses.replace(item, step=step)
                         continue
                     if isinstance(item, TextDelta):
                         text.append(item.text)
@@ -80,6 +99,7 @@ class DebugRuntime:
                     status_code=exc.status_code,
                     request_body=exc.request_body,
                     attempts=exc.attempts,
+                    raw=exc.raw,
                 )
                 partial = exc.partial if isinstance(exc, StreamError) else None
                 if partial is None and (text or reasoning):
@@ -98,7 +118,7 @@ class DebugRuntime:
                 raise RuntimeError(f"{type(self.client).__name__}.stream() ended without TurnEnd")
 
             message = _own_tool_calls(turn.message, self.messages)
-            turn = TurnEnd(message, turn.finish_reason, step)
+            turn = dataclasses.replace(turn, message=message)
             self.messages.append(message)
             yield turn
 

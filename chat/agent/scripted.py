@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import re
+import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -80,17 +82,24 @@ class ScriptedChatClient:
             turn = self._turns.popleft()
         else:
             raise ChatClientError("the scripted model has no turns left", request_body=body)
-        yield ModelRequestSent(body=body)
+        started = time.monotonic()
+        yield ModelRequestSent(body=body, url="scripted:")
         parser = ChatCompletionStreamParser()
+        raw: list[tuple[float, str]] = []
         for chunk in _chunks(turn, body):
+            raw.append(
+                (round((time.monotonic() - started) * 1000, 1), f"data: {json.dumps(chunk)}")
+            )
             for item in parser.feed_chunk(chunk):
                 yield item
             if self.delay:
                 await asyncio.sleep(self.delay)
         if turn.error is not None:
             turn.error.request_body = body
+            turn.error.raw = tuple(raw)
             raise turn.error
-        yield parser.finish()
+        raw.append((round((time.monotonic() - started) * 1000, 1), "data: [DONE]"))
+        yield dataclasses.replace(parser.finish(), raw=tuple(raw))
 
     def __repr__(self) -> str:
         return f"ScriptedChatClient(model={self.model!r})"

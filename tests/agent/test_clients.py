@@ -23,6 +23,7 @@ from chat.agent.errors import (
 from chat.agent.events import ModelRequestSent, StreamItem, TextDelta, TurnEnd, Usage
 from chat.agent.messages import ChatMessage, EmptyContent, ToolCall
 from chat.agent.tools import ToolDefinition
+from chat.agent.wire import WireFormat
 from tests.fake_openai import (
     FakeOpenAIServer,
     ScriptedResponse,
@@ -252,7 +253,9 @@ async def test_empty_content_variants_for_tool_call_only_messages(
 ) -> None:
     fake_openai.enqueue(text_turn("It is now."))
 
-    async with make_client(fake_openai.base_url, empty_content=empty_content) as client:
+    async with make_client(
+        fake_openai.base_url, wire=WireFormat(empty_content=empty_content)
+    ) as client:
         await collect(client, tool_history(), tools=[CLOCK])
 
     sent = fake_openai.requests[0].body["messages"][1]
@@ -265,7 +268,7 @@ async def test_a_provider_rejecting_null_content_answers_400(
 ) -> None:
     fake_openai.reject_null_content = True
 
-    async with make_client(fake_openai.base_url, empty_content="null") as client:
+    async with make_client(fake_openai.base_url, wire=WireFormat(empty_content="null")) as client:
         exc, _ = await failure(client, tool_history(), tools=[CLOCK])
 
     assert isinstance(exc, ProviderHTTPError)

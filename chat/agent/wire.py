@@ -1,0 +1,72 @@
+"""How messages go on the wire for one provider: the quirks that differ between real servers."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .messages import ChatMessage, EmptyContent
+
+ToolCallIds = Literal["any", "alnum9"]
+ReasoningField = Literal["", "reasoning_content", "reasoning"]
+_ALNUM9 = re.compile(r"^[a-zA-Z0-9]{9}$")
+_BASE62 = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+@dataclass(frozen=True)
+class WireFormat:
+    """Provider quirks. The defaults suit OpenAI and most compatible servers.
+
+    - empty_content: content of a tool-call-only assistant message (`""`, null, or no key).
+    - tool_call_ids: "alnum9" for servers that accept only `^[a-zA-Z0-9]{9}$` ids (Mistral);
+      other ids are mapped to such ids, the same way every time.
+    - reasoning_field: send an assistant message's reasoning back under this field, for the
+      messages after the last user message (DeepSeek wants `reasoning_content` after tool calls);
+      "" drops it.
+    - parallel_tool_calls: whether to send `parallel_tool_calls` with the tools.
+    """
+
+    empty_content: EmptyContent = "empty"
+    tool_call_ids: ToolCallIds = "any"
+    reasoning_field: ReasoningField = ""
+    parallel_tool_calls: bool = True
+
+    def tool_call_id(self, call_id: str) -> str:
+        if self.tool_call_ids == "alnum9" and not _ALNUM9.match(call_id):
+            return alnum9(call_id)
+        return call_id
+
+    def messages(self, messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+        """The `messages` array of a request."""
+        last_user = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+        wire = []
+        for index, message in enumerate(messages):
+            data = message.to_openai(empty_content=self.empty_content)
+            if self.tool_call_ids != "any":
+                if "tool_calls" in data:
+                    for call in data["tool_calls"]:
+                        call["id"] = self.tool_call_id(call["id"])
+                if "tool_call_id" in data:
+                    data["tool_call_id"] = self.tool_call_id(data["tool_call_id"])
+            if (
+                self.reasoning_field
+                and message.role == "assistant"
+                and message.reasoning
+                and index > last_user
+            ):
+                data[self.reasoning_field] = message.reasoning
+            wire.append(data)
+        return wire
+
+
+def alnum9(value: str) -> str:
+    """A stable 9-character alphanumeric id for any string."""
+    number = int.from_bytes(hashlib.sha256(value.encode()).digest()[:8], "big")
+    digits = []
+    for _ in range(9):
+        number, remainder = divmod(number, 62)
+        digits.append(_BASE62[remainder])
+    return "".join(digits)
