@@ -113,14 +113,15 @@ async def start_run(
     *,
     conversation: Conversation,
     user: Any,
-    content: str,
+    content: str | None,
     client: ChatClient | None = None,
     listeners: Sequence[Listener] = (),
 ) -> RunHandle:
     """Validate, store the user message and a new Run, and start the run as its own task.
 
-    Raises RunRefused (another run is in progress, or the input is invalid); then nothing is
-    written.
+    With `content=None` the run continues the stored history (which must end with a user or a
+    tool message). Raises RunRefused (another run is in progress, or the input is invalid);
+    then nothing is written.
     """
     if client is None:
         profile = None
@@ -153,9 +154,9 @@ def cancel_run(run_id: int) -> bool:
 
 
 def _create_run(
-    *, conversation: Conversation, user: Any, content: str, client: ChatClient
+    *, conversation: Conversation, user: Any, content: str | None, client: ChatClient
 ) -> tuple[Run, agent.DebugRunRequest]:
-    if len(content) > settings.AGENTLAB_MAX_MESSAGE_CHARS:
+    if content is not None and len(content) > settings.AGENTLAB_MAX_MESSAGE_CHARS:
         raise RunRefused(
             f"The message is too long: {len(content):,} characters "
             f"(the limit is {settings.AGENTLAB_MAX_MESSAGE_CHARS:,})."
@@ -189,11 +190,12 @@ def _create_run(
                 model=parameters.model or client.model,
                 parameters=parameters.to_json(),
             )
-            transcripts.append_messages(
-                conversation, [agent.ChatMessage(role="user", content=content)], run=run
-            )
-            if not conversation.title:
-                conversation.title = _title_from(content)
+            if content is not None:
+                transcripts.append_messages(
+                    conversation, [agent.ChatMessage(role="user", content=content)], run=run
+                )
+                if not conversation.title:
+                    conversation.title = _title_from(content)
             conversation.save(update_fields=["title", "updated_at"])
     except IntegrityError:
         raise RunRefused("A run is already in progress in this conversation.") from None

@@ -447,3 +447,35 @@ async def test_a_conversation_uses_its_provider_profile(
     assert second["messages"][1]["tool_calls"][0]["id"] != "call_not_nine"
     messages = await stored(conversation)
     assert messages[1].tool_calls[0].id == "call_not_nine"
+
+
+async def test_a_run_without_a_message_continues_from_a_tool_reply() -> None:
+    conversation = await make_conversation(enabled_tools=["get_current_time"])
+
+    @database_sync_to_async
+    def history_ending_in_a_tool_reply() -> None:
+        transcripts.append_messages(
+            conversation,
+            [
+                agent.ChatMessage(role="user", content="time?"),
+                agent.ChatMessage(role="assistant", tool_calls=(call("t1", "get_current_time"),)),
+                agent.ChatMessage(role="tool", tool_call_id="t1", content='{"iso": "EDITED"}'),
+            ],
+        )
+
+    await history_ending_in_a_tool_reply()
+    client = ScriptedChatClient()
+    run = await run_once(conversation, None, client)  # type: ignore[arg-type]
+
+    assert run.status == "completed"
+    assert [m["role"] for m in client.requests[0]["messages"]] == ["user", "assistant", "tool"]
+    messages = await stored(conversation)
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert "EDITED" in (messages[-1].content or "")
+
+
+async def test_a_run_without_a_message_needs_something_to_answer() -> None:
+    conversation = await make_conversation()
+    with pytest.raises(runs.RunRefused, match="must end with a user or a tool message"):
+        await run_once(conversation, None, ScriptedChatClient(["x"]))  # type: ignore[arg-type]
+    assert await Run.objects.acount() == 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from .messages import ChatMessage
 from .tools import ToolRegistry, default_registry
@@ -66,20 +66,34 @@ class AgentParameters(BaseModel):
 
 
 class DebugRunRequest(BaseModel):
-    """One user turn: the parameters, the stored history before it, and the new message."""
+    """One user turn: the parameters, the stored history before it, and the new message.
+
+    Without a user message the run continues the stored history as it stands (a fork after an
+    edited tool result): it must then end with a user or a tool message.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     parameters: AgentParameters = AgentParameters()
     history: tuple[ChatMessage, ...] = ()
-    user_message: Annotated[str, Field(max_length=MAX_USER_MESSAGE_CHARS)]
+    user_message: Annotated[str, Field(max_length=MAX_USER_MESSAGE_CHARS)] | None
 
     @field_validator("user_message")
     @classmethod
-    def _not_blank(cls, value: str) -> str:
-        if not value.strip():
+    def _not_blank(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
             raise ValueError("the message is empty")
         return value
+
+    @model_validator(mode="after")
+    def _something_to_answer(self) -> DebugRunRequest:
+        if self.user_message is None and (
+            not self.history or self.history[-1].role not in ("user", "tool")
+        ):
+            raise ValueError(
+                "without a new message, the history must end with a user or a tool message"
+            )
+        return self
 
     def messages(self) -> list[ChatMessage]:
         """The full request history: system prompts, pre-messages, stored history, the user."""
@@ -87,5 +101,6 @@ class DebugRunRequest(BaseModel):
         result = [ChatMessage(role="system", content=text) for text in prompts]
         result.extend(self.parameters.pre_messages)
         result.extend(self.history)
-        result.append(ChatMessage(role="user", content=self.user_message))
+        if self.user_message is not None:
+            result.append(ChatMessage(role="user", content=self.user_message))
         return result
