@@ -20,7 +20,7 @@ from django.utils.html import escape
 
 from chat.agent import events
 from chat.agent.tools import humanize
-from chat.models import Conversation, Message, Run, ToolCall
+from chat.models import Conversation, Message, ModelCall, Run, ToolCall
 from chat.rendering import markdown
 
 TEMPLATE = "chat/conversation.html"
@@ -40,6 +40,7 @@ class Turn:
     run: Run | None = None
     replies: list[Message] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
+    model_calls: list[ModelCall] = field(default_factory=list)
 
     @property
     def key(self) -> str:
@@ -64,27 +65,46 @@ class Turn:
     def is_active(self) -> bool:
         return self.run is not None and self.run.is_active
 
+    @property
+    def timeline(self) -> list[tuple[int, ModelCall | None, list[ToolCall]]]:
+        """Per loop step: its model call and its tool calls, for the footer."""
+        steps: dict[int, tuple[ModelCall | None, list[ToolCall]]] = {
+            call.step: (call, []) for call in self.model_calls
+        }
+        for call in self.tool_calls:
+            steps.setdefault(call.step, (None, []))[1].append(call)
+        return [(number, *steps[number]) for number in sorted(steps)]
+
 
 def conversation_turns(conversation: Conversation) -> list[Turn]:
-    """The conversation as turns, in three queries whatever its length."""
+    """The conversation as turns, in four queries whatever its length."""
     runs = {run.pk: run for run in conversation.runs.all()}
     calls: dict[int, list[ToolCall]] = {}
     for call in ToolCall.objects.filter(run__conversation=conversation).order_by(
         "step", "position", "pk"
     ):
         calls.setdefault(call.run_id, []).append(call)
+    model_calls: dict[int, list[ModelCall]] = {}
+    for model_call in (
+        ModelCall.objects.filter(run__conversation=conversation)
+        .defer("request", "raw_stream")
+        .order_by("step")
+    ):
+        model_calls.setdefault(model_call.run_id, []).append(model_call)
+
+    def turn(user: Message | None, run: Run | None) -> Turn:
+        if run is None:
+            return Turn(user=user)
+        return Turn(user, run, [], calls.get(run.pk, []), model_calls.get(run.pk, []))
+
     turns: list[Turn] = []
     for message in conversation.messages.order_by("index"):
         run = runs.get(message.run_id) if message.run_id else None
         if message.role == "user":
-            turns.append(
-                Turn(user=message, run=run, tool_calls=calls.get(run.pk, []) if run else [])
-            )
+            turns.append(turn(message, run))
         elif message.role == "assistant":
             if not turns or (turns[-1].run is not run and run is not None):
-                turns.append(
-                    Turn(user=None, run=run, tool_calls=calls.get(run.pk, []) if run else [])
-                )
+                turns.append(turn(None, run))
             turns[-1].replies.append(message)
     return turns
 
@@ -98,6 +118,7 @@ def turn_for_run(run: Run) -> Turn:
         run=run,
         replies=[m for m in messages if m.role == "assistant"],
         tool_calls=list(run.tool_calls.order_by("step", "position", "pk")),
+        model_calls=list(run.model_calls.defer("request", "raw_stream").order_by("step")),
     )
 
 
@@ -109,6 +130,8 @@ class LiveState:
     reasoning: list[str] = field(default_factory=list)
     running: dict[str, str] = field(default_factory=dict)
     finished: list[events.ToolResult] = field(default_factory=list)
+    step: int = 0
+    max_steps: int = 0
 
     def indicator(self) -> str:
         return ", ".join(humanize(name) for name in self.running.values())
@@ -188,6 +211,8 @@ class RunPublisher:
                     + render("notice", {})
                     + render("title", {"conversation": turn.run.conversation, "oob": True})
                 )
+            case events.StepStarted(step, max_steps):
+                state.step, state.max_steps = step, max_steps
             case events.TurnEnd(message) if message.content:
                 self._paragraph_break = True
             case events.ToolCallStarted(call):

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
 
 from chat import views
 
@@ -12,4 +12,6 @@ urlpatterns = [
     path("c/<int:pk>/settings/", views.conversation_settings, name="conversation_settings"),
     path("c/<int:pk>/rename/", views.conversation_rename, name="conversation_rename"),
     path("c/<int:pk>/delete/", views.conversation_delete, name="conversation_delete"),
+    path("c/<int:pk>/runs/<int:run_pk>/inspect/", views.run_inspect, name="run_inspect"),
+    path("", include("chat.fork_urls")),
 ]

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
-from chat import runs
+from chat import inspector, runs
 from chat.forms import AgentSettings
 from chat.fragments import conversation_turns
 from chat.models import Conversation, RunStatus
@@ -103,6 +103,18 @@ def conversation_delete(request: HttpRequest, pk: int) -> HttpResponseRedirect:
     conversation.delete()
     messages.success(request, f"Deleted “{conversation}”.")
     return redirect("chat:conversation_list")
+
+
+@login_required
+def run_inspect(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
+    """The wire inspector of one run, loaded when its "Inspect" toggle opens."""
+    conversation = _conversation(request, pk)
+    run = get_object_or_404(conversation.runs, pk=run_pk)
+    return render(
+        request,
+        "chat/conversation.html#inspector",
+        {"run": run, "steps": inspector.steps(run), "max_steps": inspector.max_steps(run)},
+    )
 
 
 def _model_label(conversation: Conversation) -> str:

@@ -53,6 +53,18 @@
       if (box.value.trim() && !box.disabled) composer().requestSubmit();
     }
   });
+  // Copy buttons in the wire inspector: data-copy names the element whose text is copied.
+  document.addEventListener("click", function (event) {
+    var button = event.target.closest && event.target.closest("[data-copy]");
+    if (!button) return;
+    var source = document.querySelector(button.dataset.copy);
+    if (!source || !navigator.clipboard) return;
+    navigator.clipboard.writeText(source.textContent).then(function () {
+      var label = button.textContent;
+      button.textContent = "Copied";
+      setTimeout(function () { button.textContent = label; }, 1200);
+    });
+  });
   document.addEventListener("htmx:wsAfterSend", function (event) {
     if (event.target && event.target.id === "composer") stick = true;
   });

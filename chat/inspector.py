@@ -1,0 +1,73 @@
+"""The wire inspector: what went over the wire for each loop step of a run."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+from chat.admin import redact
+from chat.models import ModelCall, Run, ToolCall
+
+MAX_RAW_ROWS = 2000
+
+
+@dataclass
+class Step:
+    number: int
+    model_call: ModelCall | None
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    @property
+    def request_json(self) -> str:
+        if self.model_call is None:
+            return ""
+        return json.dumps(redact(self.model_call.request), indent=2, ensure_ascii=False)
+
+    @property
+    def curl(self) -> str:
+        """The request as a curl command; the key stays an environment variable."""
+        call = self.model_call
+        if call is None or not call.url.startswith("http"):
+            return ""
+        body = json.dumps(redact(call.request), ensure_ascii=False)
+        return (
+            f"curl -N {shlex.quote(call.url)} \\\n"
+            f'  -H "Authorization: Bearer ${key_variable(call)}" \\\n'
+            '  -H "Content-Type: application/json" \\\n'
+            f"  -d {shlex.quote(body)}"
+        )
+
+    @property
+    def raw(self) -> list[tuple[str, str]]:
+        return self.model_call.raw_chunks()[:MAX_RAW_ROWS] if self.model_call else []
+
+    @property
+    def raw_count(self) -> int:
+        return len(self.model_call.raw_stream.splitlines()) if self.model_call else 0
+
+    @property
+    def raw_cut(self) -> bool:
+        return self.raw_count > MAX_RAW_ROWS
+
+
+def key_variable(call: ModelCall) -> str:
+    profile = call.run.conversation.profile
+    return profile.api_key_env if profile is not None and profile.api_key_env else "OPENAI_API_KEY"
+
+
+def steps(run: Run) -> list[Step]:
+    """One entry per loop step, in order, with its model call and its tool calls."""
+    model_calls = {
+        call.step: call
+        for call in run.model_calls.select_related("run__conversation__profile").order_by("step")
+    }
+    found: dict[int, Step] = {number: Step(number, call) for number, call in model_calls.items()}
+    for tool_call in run.tool_calls.order_by("step", "position", "pk"):
+        found.setdefault(tool_call.step, Step(tool_call.step, None)).tool_calls.append(tool_call)
+    return [found[number] for number in sorted(found)]
+
+
+def max_steps(run: Run) -> Any:
+    return (run.parameters or {}).get("max_event_loops", 8)

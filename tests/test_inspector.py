@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from chat import agent, runs
+from chat.agent.clients import OpenAICompatibleChatClient
+from chat.agent.scripted import ScriptedChatClient
+from chat.models import Conversation, ModelCall, Run
+from tests.fake_openai import FakeOpenAIServer, text_turn, tool_turn
+
+pytestmark = pytest.mark.django_db(transaction=True)
+KEY = "sk-inspector-canary-123456"
+
+
+@pytest.fixture
+def user() -> Any:
+    return get_user_model().objects.create_user("ada", password="pw-123456789")
+
+
+@pytest.fixture
+def client_in(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def conversation_of(owner: Any) -> Conversation:
+    conversation = Conversation(owner=owner)
+    conversation.set_agent_parameters(
+        agent.AgentParameters(enabled_tools=("get_current_time",), max_event_loops=5)
+    )
+    conversation.save()
+    return conversation
+
+
+def run_turn(conversation: Conversation, content: str, client: Any) -> Run:
+    async def go() -> Run:
+        handle = await runs.start_run(
+            conversation=conversation, user=conversation.owner, content=content, client=client
+        )
+        return await handle.task
+
+    return asyncio.run(go())
+
+
+def test_inspector_shows_every_step_as_it_went_over_the_wire(
+    client_in: Client, user: Any, fake_openai: FakeOpenAIServer, settings: Any
+) -> None:
+    settings.OPENAI_API_KEY = KEY
+    fake_openai.enqueue(
+        tool_turn([("call_1", "get_current_time", '{"timezone": "UTC"}')], usage=(11, 7)),
+        text_turn("It is noon.", usage=(30, 4)),
+    )
+    conversation = conversation_of(user)
+    client = OpenAICompatibleChatClient(
+        base_url=fake_openai.base_url, api_key=KEY, model="m-1", backoff=0
+    )
+    run = run_turn(conversation, "time?", client)
+    assert run.status == "completed"
+
+    url = reverse("chat:run_inspect", args=[conversation.pk, run.pk])
+    html = client_in.get(url).content.decode()
+
+    assert "Step 1 of 5" in html and "Step 2 of 5" in html
+    assert "tool_calls" in html and "stop" in html
+    assert "11 in · 7 out" in html and "30 in · 4 out" in html
+    sent = [r.body for r in fake_openai.requests]
+    for call in ModelCall.objects.filter(run=run):
+        assert call.request == sent[call.step - 1]
+        chunks = call.raw_chunks()
+        assert chunks and chunks[-1][1] == "data: [DONE]"
+        assert [float(ms) for ms, _ in chunks] == sorted(float(ms) for ms, _ in chunks)
+    assert "&quot;timezone&quot;: &quot;UTC&quot;" in html
+    assert "Copy as curl" in html and "Bearer $OPENAI_API_KEY" in html
+    assert f"{fake_openai.base_url}/chat/completions" in html
+    assert KEY not in html
+    assert "Get current time" in html and "&quot;iso&quot;" in html
+
+
+def test_inspector_respects_ownership(client_in: Client, user: Any) -> None:
+    other = get_user_model().objects.create_user("mallory", password="pw-123456789")
+    theirs = conversation_of(other)
+    run = run_turn(theirs, "hi", ScriptedChatClient(["x"]))
+    mine = conversation_of(user)
+    assert client_in.get(reverse("chat:run_inspect", args=[theirs.pk, run.pk])).status_code == 404
+    assert client_in.get(reverse("chat:run_inspect", args=[mine.pk, run.pk])).status_code == 404
+    assert Client().get(reverse("chat:run_inspect", args=[theirs.pk, run.pk])).status_code == 302
+
+
+def test_scripted_runs_have_no_curl_and_the_footer_shows_a_timeline(
+    client_in: Client, user: Any
+) -> None:
+    conversation = conversation_of(user)
+    run_turn(conversation, "what time is it?", ScriptedChatClient())
+    page = client_in.get(reverse("chat:conversation_detail", args=[conversation.pk]))
+    html = page.content.decode()
+    assert 'class="timeline"' in html
+    assert "1 · model" in html and "2 · model" in html
+    assert "timeline-tool timeline-completed" in html
+    run = Run.objects.get()
+    inspect = client_in.get(reverse("chat:run_inspect", args=[conversation.pk, run.pk]))
+    assert "Copy as curl" not in inspect.content.decode()
+    assert "Raw stream" in inspect.content.decode()
+
+
+def test_raw_stream_storage_can_be_turned_off(client_in: Client, user: Any, settings: Any) -> None:
+    settings.AGENTLAB_STORE_RAW_STREAM = False
+    conversation = conversation_of(user)
+    run = run_turn(conversation, "hello", ScriptedChatClient(["hi"]))
+    html = client_in.get(reverse("chat:run_inspect", args=[conversation.pk, run.pk])).content
+    assert b"(not kept)" in html
+    assert ModelCall.objects.get(run=run).raw_stream == ""
+
+
+def test_the_indicator_counts_steps() -> None:
+    from chat.fragments import LiveState, render
+
+    state = LiveState(running={"c": "get_current_time"}, step=2, max_steps=8)
+    html = render("indicator", {"key": 1, "live": state})
+    assert "Looking up: Get current time" in html and "step 2 of 8" in html
+    single = render("indicator", {"key": 1, "live": LiveState(running={"c": "x"}, max_steps=1)})
+    assert "step" not in single
