@@ -199,3 +199,33 @@ def test_newest_text_stays_in_view_unless_the_reader_scrolled_up(
         "Slow lookup", timeout=10000
     )
     assert page.evaluate("window.scrollY") < 50
+
+
+def test_inspect_toggle_shows_the_wire(page: Page, live_server_url: str, login: Any) -> None:
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server_url)
+    conversation = new_conversation(login())
+    open_conversation(page, live_server_url, conversation)
+    send(page, "what time is it?")
+    reply = page.locator(".message.assistant:not(.streaming)").last
+    expect(reply.locator(".timeline .timeline-step")).to_have_count(2, timeout=10000)
+    expect(reply.locator(".timeline")).to_contain_text("Get current time")
+
+    reply.locator(".inspect > summary").click()
+    steps = reply.locator(".inspect-step")
+    expect(steps).to_have_count(2)
+    expect(steps.first).to_contain_text("Step 1 of 8")
+    expect(steps.first).to_contain_text("tool_calls")
+    expect(steps.first.locator(".inspect-tool")).to_contain_text("Get current time")
+    expect(steps.nth(1)).to_contain_text("stop")
+    steps.first.locator(".raw-stream > summary").click()
+    expect(steps.first.locator(".raw-stream tbody tr").first).to_contain_text("data:")
+    copy = steps.first.locator("button[data-copy]").first
+    copy.click()
+    expect(copy).to_have_text("Copied")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert '"messages"' in copied and '"model": "scripted"' in copied
+
+    page.reload()
+    reply = page.locator(".message.assistant").last
+    reply.locator(".inspect > summary").click()
+    expect(reply.locator(".inspect-step")).to_have_count(2)
