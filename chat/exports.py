@@ -106,7 +106,10 @@ class ToolCallRecord(_Record):
 class ModelCallRecord(_Record):
     step: Count
     model: str = ""
+    url: str = ""
     request: dict[str, Any] = {}
+    raw_stream: str = ""
+    preflight: list[str] = []
     http_status: Count | None = None
     attempts: Count = 1
     finish_reason: str = ""
@@ -412,7 +415,10 @@ def _run_record(run: Run, message_index: dict[int, int]) -> RunRecord:
             ModelCallRecord(
                 step=call.step,
                 model=call.model,
+                url=call.url,
                 request=call.request or {},
+                raw_stream=call.raw_stream,
+                preflight=call.preflight or [],
                 http_status=call.http_status,
                 attempts=call.attempts,
                 finish_reason=call.finish_reason,
