@@ -218,14 +218,16 @@ class OpenAICompatibleChatClient:
                 if _is_json(response):
                     await response.aread()
                     received = True
-                    raw.append((round((time.monotonic() - started) * 1000, 1), response.text))
+                    ms = round((time.monotonic() - started) * 1000, 1)
+                    raw.append((ms, self._redact(response.text)))
                     for item in parser.feed_chunk(_completion_as_chunk(response.text)):
                         yield item
                 else:
                     async for line in response.aiter_lines():
                         received = True
                         if line:
-                            raw.append((round((time.monotonic() - started) * 1000, 1), line))
+                            ms = round((time.monotonic() - started) * 1000, 1)
+                            raw.append((ms, self._redact(line)))
                         for item in parser.feed_line(line):
                             yield item
                 turn = parser.finish()
