@@ -2,12 +2,14 @@
 
 Everything here is a record, so it is read-only: the only change the admin makes is deleting a
 conversation, which takes its runs, messages and logs with it. Pages run a fixed number of
-queries however long the conversation is.
+queries however long the conversation is. Provider profiles are settings, not records: staff
+edit them here (keys stay in the environment; the admin tells only whether one is set).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ from django.db.models import (
     CharField,
     Count,
     Exists,
+    F,
     OuterRef,
     Prefetch,
     Q,
@@ -33,15 +36,18 @@ from django.db.models.functions import Coalesce, NullIf
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
+from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 from django.utils.text import smart_split, unescape_string_literal
 
 from chat import agent
+from chat.forms import DEFAULT_PROVIDER_LABEL, ProviderProfileForm, key_is_set
 from chat.models import (
     Conversation,
     HistoryRepair,
     Message,
     ModelCall,
+    ProviderProfile,
     Run,
     RunStatus,
     ToolCall,
@@ -56,24 +62,39 @@ _SECRET_NAME = re.compile(
 _SECRET_VALUE = re.compile(r"\bBearer\s+[A-Za-z0-9._~+/=-]+|\bsk-[A-Za-z0-9_-]{16,}")
 
 
-def redact(value: Any) -> Any:
+def redact(value: Any, keys: Sequence[str] = ()) -> Any:
     """A JSON value with anything that looks like a credential replaced, for display.
 
     The client never puts the API key in a request body; this is the belt to that brace.
+    `keys`: more key values to remove besides OPENAI_API_KEY (see profile_keys()).
     """
-    key = settings.OPENAI_API_KEY if len(settings.OPENAI_API_KEY or "") >= 8 else ""
+    known = sorted(
+        {key for key in (settings.OPENAI_API_KEY, *keys) if len(key or "") >= 8},
+        key=len,
+        reverse=True,
+    )
+    return _redact(value, known)
+
+
+def _redact(value: Any, keys: Sequence[str]) -> Any:
     if isinstance(value, dict):
         return {
-            name: REDACTED if _SECRET_NAME.search(str(name)) and item else redact(item)
+            name: REDACTED if _SECRET_NAME.search(str(name)) and item else _redact(item, keys)
             for name, item in value.items()
         }
     if isinstance(value, list):
-        return [redact(item) for item in value]
+        return [_redact(item, keys) for item in value]
     if isinstance(value, str):
-        if key:
+        for key in keys:
             value = value.replace(key, REDACTED)
         return _SECRET_VALUE.sub(REDACTED, value)
     return value
+
+
+def profile_keys() -> list[str]:
+    """The values of the key variables provider profiles name, set in this process."""
+    names = ProviderProfile.objects.exclude(api_key_env="").values_list("api_key_env", flat=True)
+    return [os.environ[name] for name in set(names) if os.environ.get(name)]
 
 
 def pill(call: ToolCall, *, link: bool = True) -> SafeString:
@@ -138,10 +159,12 @@ def _sum(queryset: QuerySet[Any], group: str, column: str) -> Coalesce:
 
 
 def conversation_model() -> Coalesce:
-    """The model a conversation talks to: its parameters' model, else its latest run's."""
+    """The model a conversation talks to: its parameters' model, else its provider profile's,
+    else its latest run's."""
     last_run = Run.objects.filter(conversation=OuterRef("pk")).order_by("-started_at", "-id")
     return Coalesce(
         NullIf(KT("parameters__model"), Value("")),
+        NullIf(F("profile__model"), Value("")),
         Subquery(last_run.values("model")[:1]),
         Value(""),
         output_field=CharField(),
@@ -178,6 +201,26 @@ class RunStatusFilter(admin.SimpleListFilter):
             return queryset
         runs = Run.objects.filter(conversation=OuterRef("pk"), status=self.value())
         return queryset.filter(Exists(runs))
+
+
+class ProviderFilter(admin.SimpleListFilter):
+    """Which provider profile a conversation uses; "default" is the environment's endpoint."""
+
+    title = "provider"
+    parameter_name = "provider"
+    DEFAULT = "default"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        profiles = ProviderProfile.objects.order_by("name").values_list("pk", "name")
+        return [(self.DEFAULT, DEFAULT_PROVIDER_LABEL), *((str(pk), name) for pk, name in profiles)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if not value:
+            return queryset
+        if value == self.DEFAULT:
+            return queryset.filter(profile__isnull=True)
+        return queryset.filter(profile_id=value) if value.isdigit() else queryset.none()
 
 
 @dataclass
@@ -288,6 +331,7 @@ class ConversationAdmin(LabAdmin):
     list_display = (
         "__str__",
         "owner",
+        "provider",
         "model_name",
         "run_count",
         "tool_call_count",
@@ -296,6 +340,7 @@ class ConversationAdmin(LabAdmin):
     )
     list_filter = (
         ("owner", admin.RelatedOnlyFieldListFilter),
+        ProviderFilter,
         ModelFilter,
         RunStatusFilter,
         "updated_at",
@@ -303,10 +348,13 @@ class ConversationAdmin(LabAdmin):
     )
     search_fields = ("title",)
     search_help_text = "Title, message text or tool name."
-    list_select_related = ("owner",)
+    list_select_related = ("owner", "profile")
     fields = (
         "owner",
         "title",
+        "forked_from",
+        "fork_list",
+        "provider",
         "model_name",
         "parameters_display",
         "run_count",
@@ -316,6 +364,9 @@ class ConversationAdmin(LabAdmin):
         "updated_at",
     )
     readonly_fields = (
+        "forked_from",
+        "fork_list",
+        "provider",
         "model_name",
         "parameters_display",
         "run_count",
@@ -331,7 +382,7 @@ class ConversationAdmin(LabAdmin):
         return (
             super()
             .get_queryset(request)
-            .select_related("owner")
+            .select_related("owner", "profile")
             .annotate(
                 model_name=conversation_model(),
                 run_count=_count(runs, "conversation"),
@@ -376,6 +427,12 @@ class ConversationAdmin(LabAdmin):
             context["transcript"] = transcript(obj)
         return super().render_change_form(request, context, add, change, form_url, obj)
 
+    @admin.display(description="provider", ordering="profile__name")
+    def provider(self, obj: Conversation) -> SafeString | str:
+        if obj.profile is None:
+            return DEFAULT_PROVIDER_LABEL
+        return admin_link(obj.profile)
+
     @admin.display(description="model", ordering="model_name")
     def model_name(self, obj: Conversation) -> str:
         return getattr(obj, "model_name", "") or "—"
@@ -395,6 +452,97 @@ class ConversationAdmin(LabAdmin):
     @admin.display(description="parameters")
     def parameters_display(self, obj: Conversation) -> SafeString:
         return format_html('<pre class="chat-pre">{}</pre>', pretty_json(obj.parameters))
+
+    @admin.display(description="forked from")
+    def forked_from(self, obj: Conversation) -> SafeString | str:
+        if obj.parent is None:
+            return "—" if obj.forked_at is None else "a conversation since deleted"
+        return format_html("{} (after message {})", admin_link(obj.parent), obj.forked_at)
+
+    @admin.display(description="forks")
+    def fork_list(self, obj: Conversation) -> SafeString | str:
+        forks = obj.forks.order_by("pk")
+        return format_html_join(", ", "{}", ((admin_link(fork),) for fork in forks)) or "—"
+
+
+@admin.register(ProviderProfile)
+class ProviderProfileAdmin(LabAdmin):
+    """Editable: an endpoint and its quirks. The key stays in the environment variable it names;
+    the admin shows whether that variable is set in this process, never its value."""
+
+    form = ProviderProfileForm
+    list_display = (
+        "name",
+        "base_url",
+        "model",
+        "tool_call_content",
+        "tool_call_ids",
+        "reasoning_field_display",
+        "parallel_tool_calls",
+        "api_key_env_display",
+        "key_set",
+        "conversation_count",
+    )
+    list_filter = ("tool_call_content", "tool_call_ids", "reasoning_field", "parallel_tool_calls")
+    search_fields = ("name", "base_url", "model", "notes")
+    fieldsets = (
+        (None, {"fields": ("name", "base_url", "model", "api_key_env", "key_status")}),
+        (
+            "Quirks",
+            {
+                "fields": (
+                    "tool_call_content",
+                    "tool_call_ids",
+                    "reasoning_field",
+                    "parallel_tool_calls",
+                ),
+                "description": "What differs between providers; check_provider --save-profile "
+                "NAME detects them.",
+            },
+        ),
+        (None, {"fields": ("notes", "conversation_count", "created_at", "updated_at")}),
+    )
+    readonly_fields = ("key_status", "conversation_count", "created_at", "updated_at")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ProviderProfile]:
+        return super().get_queryset(request).annotate(n_conversations=Count("conversations"))
+
+    @admin.display(description="reasoning sent back as", ordering="reasoning_field")
+    def reasoning_field_display(self, obj: ProviderProfile) -> str:
+        return obj.reasoning_field or "—"
+
+    @admin.display(description="key variable", ordering="api_key_env")
+    def api_key_env_display(self, obj: ProviderProfile) -> str:
+        return obj.api_key_env or "— (no key)"
+
+    @admin.display(description="key set here", boolean=True)
+    def key_set(self, obj: ProviderProfile) -> bool | None:
+        """Whether the named variable is set in this process: yes/no, never the value."""
+        return key_is_set(obj.api_key_env) if obj.api_key_env else None
+
+    @admin.display(description="key")
+    def key_status(self, obj: ProviderProfile | None) -> str:
+        if obj is None or obj.pk is None:
+            return "—"
+        if not obj.api_key_env:
+            return "No variable named: requests are sent without a key."
+        if key_is_set(obj.api_key_env):
+            return f"{obj.api_key_env} is set in this server process."
+        return (
+            f"{obj.api_key_env} is NOT set in this server process: requests will be sent "
+            "without a key."
+        )
+
+    @admin.display(description="conversations", ordering="n_conversations")
+    def conversation_count(self, obj: ProviderProfile) -> SafeString | int:
+        count = getattr(obj, "n_conversations", None)
+        if count is None:
+            count = obj.conversations.count()
+        if not count:
+            return 0
+        url = reverse("admin:chat_conversation_changelist")
+        query = urlencode({ProviderFilter.parameter_name: obj.pk})
+        return format_html('<a href="{}?{}">{}</a>', url, query, count)
 
 
 class ModelCallInline(admin.TabularInline):
@@ -538,7 +686,7 @@ class ModelCallAdmin(RecordAdmin):
 
     @admin.display(description="request sent (secrets redacted)")
     def request_json(self, obj: ModelCall) -> SafeString:
-        return folded(pretty_json(redact(obj.request)))
+        return folded(pretty_json(redact(obj.request, profile_keys())))
 
 
 @admin.register(ToolCall)

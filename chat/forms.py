@@ -2,15 +2,102 @@
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from django import forms
+from django.core.exceptions import ValidationError as DjangoValidationError
 from pydantic import ValidationError
 
 from chat import agent
 from chat.agent.contracts import MAX_EVENT_LOOPS
 from chat.agent.messages import ROLES
-from chat.models import Conversation
+from chat.models import Conversation, ProviderProfile
+
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+DEFAULT_PROVIDER_LABEL = "Default (environment)"
+_SECRET_HINTS = ("auth", "key", "token", "secret", "password", "signature")
+
+
+def key_env_problem(name: str) -> str | None:
+    """Why `name` cannot name the environment variable holding a key ("" means: no key)."""
+    if name and not ENV_NAME.match(name):
+        return (
+            "Enter the name of an environment variable (capital letters, digits and "
+            "underscores, not starting with a digit), e.g. MISTRAL_API_KEY — not the key itself."
+        )
+    return None
+
+
+def base_url_problem(url: str) -> str | None:
+    """Why `url` cannot be a profile's base URL: not http(s), or it carries credentials."""
+    parts = urlsplit(url.strip())
+    if parts.scheme.lower() not in ("http", "https"):
+        return "The base URL must start with http:// or https://."
+    if "@" in parts.netloc:
+        return (
+            "The base URL carries credentials: keys are never stored here; put the key in an "
+            "environment variable and give its name instead."
+        )
+    names = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)]
+    if any(hint in name.lower() for name in names for hint in _SECRET_HINTS):
+        return (
+            "The base URL carries a key in its query string: keys are never stored here; put "
+            "the key in an environment variable and give its name instead."
+        )
+    return None
+
+
+def key_is_set(name: str) -> bool:
+    """Whether the environment variable `name` holds a key in this process (never its value)."""
+    return bool(name) and bool(os.environ.get(name))
+
+
+def missing_key_warning(profile: ProviderProfile | None) -> str | None:
+    """The warning for a profile whose key variable is not set here, else None."""
+    if profile is None or not profile.api_key_env or key_is_set(profile.api_key_env):
+        return None
+    return f"{profile.api_key_env} is not set on the server; requests will be sent without a key."
+
+
+class ProviderProfileForm(forms.ModelForm):
+    """A profile as staff edit it in the admin and check_provider writes it: same rules."""
+
+    class Meta:
+        model = ProviderProfile
+        fields = (
+            "name",
+            "base_url",
+            "api_key_env",
+            "model",
+            "tool_call_content",
+            "tool_call_ids",
+            "reasoning_field",
+            "parallel_tool_calls",
+            "notes",
+        )
+        labels = {"api_key_env": "API key environment variable", "base_url": "Base URL"}
+
+    def clean_api_key_env(self) -> str:
+        name = str(self.cleaned_data.get("api_key_env") or "").strip()
+        problem = key_env_problem(name)
+        if problem:
+            raise DjangoValidationError(problem, code="invalid")
+        return name
+
+    def clean_base_url(self) -> str:
+        url = str(self.cleaned_data.get("base_url") or "").strip()
+        problem = base_url_problem(url)
+        if problem:
+            raise DjangoValidationError(problem, code="invalid")
+        return url
+
+
+class ProviderChoiceField(forms.ModelChoiceField):
+    def label_from_instance(self, obj: Any) -> str:
+        return f"{obj.name} · {obj.model}" if obj.model else str(obj.name)
 
 
 class SystemPromptForm(forms.Form):
@@ -29,8 +116,17 @@ PreMessageFormSet = forms.formset_factory(PreMessageForm, extra=1, max_num=50)
 
 
 class AgentSettingsForm(forms.Form):
+    profile = ProviderChoiceField(
+        queryset=ProviderProfile.objects.all(),
+        required=False,
+        empty_label=DEFAULT_PROVIDER_LABEL,
+        label="Provider",
+        help_text="Where the requests go. Default: the endpoint configured on the server.",
+    )
     model = forms.CharField(
-        required=False, max_length=200, help_text="Empty: the server's default model."
+        required=False,
+        max_length=200,
+        help_text="Empty: the provider's model (the profile's, else the server's default).",
     )
     temperature = forms.FloatField(required=False, min_value=0, max_value=2, step_size=None)
     top_p = forms.FloatField(required=False, min_value=0, max_value=1, label="Top p")
@@ -67,6 +163,7 @@ class AgentSettings:
                 "max_tokens": current.max_tokens,
                 "max_event_loops": current.max_event_loops,
                 "enabled_tools": list(current.enabled_tools),
+                "profile": conversation.profile_id,
             },
             prefix="agent",
         )
@@ -127,10 +224,25 @@ class AgentSettings:
             else:
                 self.non_field_errors.append(message)
 
+    @property
+    def profile(self) -> ProviderProfile | None:
+        """The chosen profile: once posted, the submitted one (None unless a valid choice);
+        before that, the saved one."""
+        if self.form.is_bound:
+            return (getattr(self.form, "cleaned_data", None) or {}).get("profile")
+        return self.conversation.profile
+
+    @property
+    def key_warning(self) -> str | None:
+        """Non-blocking: the chosen profile names a key variable that is not set here."""
+        return missing_key_warning(self.profile)
+
     def save(self) -> None:
+        """Parameters and provider together, in one UPDATE: both or neither."""
         assert self.parameters is not None
         self.conversation.set_agent_parameters(self.parameters)
-        self.conversation.save(update_fields=["parameters", "updated_at"])
+        self.conversation.profile = self.form.cleaned_data.get("profile")
+        self.conversation.save(update_fields=["parameters", "profile", "updated_at"])
 
 
 def _message_fields(data: dict[str, Any]) -> dict[str, Any]:

@@ -6,12 +6,15 @@ import logging
 from typing import Any
 
 from django.conf import settings
+from django.core.validators import URLValidator
 from django.db import models
 from django.db.models import Q
 
 from chat.agent.contracts import AgentParameters
 
 logger = logging.getLogger(__name__)
+# Hosts without a dot too (docker-compose service names such as http://vllm:8000/v1).
+_ANY_HOST_URL = r"^https?://[^\s/:@]+(:\d+)?(/\S*)?$"
 
 
 class RunStatus(models.TextChoices):
@@ -47,7 +50,11 @@ class ProviderProfile(models.Model):
         REASONING = "reasoning", "reasoning"
 
     name = models.CharField(max_length=100, unique=True)
-    base_url = models.URLField(max_length=500, help_text="e.g. https://api.openai.com/v1")
+    base_url = models.CharField(
+        max_length=500,
+        validators=[URLValidator(schemes=["http", "https"], regex=_ANY_HOST_URL)],
+        help_text="e.g. https://api.openai.com/v1 or http://vllm:8000/v1",
+    )
     api_key_env = models.CharField(
         max_length=100,
         blank=True,

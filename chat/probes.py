@@ -7,10 +7,13 @@ whether the answer was SSE at all), so the HTTP transport keeps a copy of each r
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import date
 from typing import Any
 
 import httpx
@@ -28,6 +31,10 @@ TOOL_REPLY = json.dumps({"timezone": "UTC", "iso": "2025-01-01T12:00:00+00:00"})
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details", "thinking")
 CONTENT_FORMS: tuple[EmptyContent, ...] = ("empty", "null", "omit")
 CONTENT_SHOWN = {"empty": '""', "null": "null", "omit": "omitted"}
+FOREIGN_ID = "call_probe_0001"
+"""A tool call id of our making, not the server's: servers like Mistral refuse it."""
+ALNUM9 = re.compile(r"^[a-zA-Z0-9]{9}$")
+REFUSED = (400, 422)
 
 
 @dataclass
@@ -120,6 +127,12 @@ class Report:
     content: dict[str, Turn] = field(default_factory=dict)
     configured_content: str = "empty"
     problem: str = ""
+    parallel_tool_calls: bool | None = None
+    """Whether the tool probe went through with `parallel_tool_calls` (None: not known)."""
+    parallel_error: str = ""
+    """The refusal, when the server refused `parallel_tool_calls` (then probed without it)."""
+    foreign_ids: Turn | None = None
+    """The follow-up sent back with the id FOREIGN_ID instead of the server's own (if probed)."""
 
     @property
     def chat_works(self) -> bool:
@@ -142,6 +155,39 @@ class Report:
         return list(dict.fromkeys(seen))
 
     @property
+    def accepted_content(self) -> list[EmptyContent]:
+        """The forms of a tool-call-only message's content the server took, "" first."""
+        return [form for form in CONTENT_FORMS if form in self.content and self.content[form].ok]
+
+    @property
+    def server_ids(self) -> list[str]:
+        """The ids of the tool calls the server made."""
+        return [call["id"] for call in self.tools.tool_calls] if self.tools is not None else []
+
+    @property
+    def server_ids_alnum9(self) -> bool:
+        ids = self.server_ids
+        return bool(ids) and all(ALNUM9.match(call_id) for call_id in ids)
+
+    @property
+    def foreign_ids_refused(self) -> bool | None:
+        """Whether the server refused a tool round under an id it did not make (None: unknown).
+
+        The probe differs from an accepted follow-up only by its id, so a 400 or 422 is the id.
+        """
+        turn = self.foreign_ids
+        if turn is None:
+            return None
+        if turn.ok:
+            return False
+        return True if turn.http_status in REFUSED else None
+
+    @property
+    def tool_call_ids(self) -> str:
+        """The profile setting: "alnum9" when ids must match ^[a-zA-Z0-9]{9}$, else "any"."""
+        return "alnum9" if self.server_ids_alnum9 or self.foreign_ids_refused else "any"
+
+    @property
     def recommended_content(self) -> str | None:
         """The AGENTLAB_TOOL_CALL_CONTENT value to use: the configured one if accepted."""
         accepted = [
@@ -159,8 +205,59 @@ class Report:
             works=self.works,
             reasoning_fields=self.reasoning_fields,
             recommended_tool_call_content=self.recommended_content,
+            foreign_ids_refused=self.foreign_ids_refused,
+            tool_call_ids=self.tool_call_ids,
         )
         return data
+
+
+def profile_fields(report: Report, *, today: date | None = None) -> dict[str, Any]:
+    """The quirks of a ProviderProfile as the probe found them (no name, URL or key)."""
+    accepted = report.accepted_content
+    return {
+        "model": report.model,
+        "tool_call_content": accepted[0] if accepted else "empty",
+        "tool_call_ids": report.tool_call_ids,
+        "reasoning_field": (
+            "reasoning_content" if "reasoning_content" in report.reasoning_fields else ""
+        ),
+        "parallel_tool_calls": report.parallel_tool_calls is not False,
+        "notes": summary(report, today=today),
+    }
+
+
+def summary(report: Report, *, today: date | None = None) -> str:
+    """A short account of what the probe found, dated, for a profile's notes."""
+    day = (today or date.today()).isoformat()
+    parts = [f"check_provider {day}: model {report.model}"]
+    chat = report.chat
+    if chat is not None:
+        parts.append("chat ok" if report.chat_works else f"chat failed ({_clip(chat.error, 60)})")
+        usage = chat.usage or (report.tools.usage if report.tools else None)
+        parts.append("usage chunk " + ("yes" if usage else "no"))
+    if report.tools is not None:
+        if report.tools.tool_calls:
+            parts.append(f"tool calls with finish_reason {report.tools.finish_reason}")
+        else:
+            parts.append("no tool call")
+    if report.content:
+        verdicts = [
+            f"{CONTENT_SHOWN[form]} {'ok' if turn.ok else 'refused'}"
+            for form, turn in report.content.items()
+        ]
+        parts.append("tool-call-only content: " + ", ".join(verdicts))
+    if report.parallel_tool_calls is False:
+        parts.append(f"parallel_tool_calls refused ({_clip(report.parallel_error, 60)})")
+    elif report.parallel_tool_calls:
+        parts.append("parallel_tool_calls ok")
+    ids = "own ids 9 letters/digits" if report.server_ids_alnum9 else "own ids free-form"
+    refused = report.foreign_ids_refused
+    if refused is not None:
+        ids += f", {FOREIGN_ID} {'refused' if refused else 'ok'}"
+    parts.append(f"tool call ids: {ids}")
+    fields = report.reasoning_fields
+    parts.append("reasoning: " + (", ".join(fields) if fields else "none seen"))
+    return "; ".join(parts) + "."
 
 
 async def check_provider(
@@ -170,11 +267,15 @@ async def check_provider(
     api_key: str | None = None,
     read_timeout: float = 60.0,
     configured_content: str = "empty",
+    probe_ids: bool = False,
 ) -> Report:
     """Probe the endpoint: list models, a plain streamed answer, a tool call and its follow-up.
 
-    The follow-up sends back the tool-call-only assistant message with content `""`, then
-    `null` (then with no content key, if both are refused) to find what the endpoint accepts.
+    The tool probe sends `parallel_tool_calls`; a 400 that names it is noted and the probe is
+    sent again without it (and so are the next ones). The follow-up sends back the
+    tool-call-only assistant message with content `""`, then `null` (then with no content key,
+    if both are refused) to find what the endpoint accepts. With `probe_ids`, one more
+    follow-up goes back under the id FOREIGN_ID, to see whether ids of our making are refused.
     """
     transport = RecordingTransport()
     async with httpx.AsyncClient(transport=transport) as http:
@@ -211,6 +312,13 @@ async def check_provider(
         definition = agent.default_registry.definitions([TOOL_NAME])
         question = agent.ChatMessage(role="user", content=TOOL_PROMPT)
         report.tools = await _turn(client, transport, [question], tools=definition)
+        if _refuses_parallel(report.tools):
+            report.parallel_tool_calls = False
+            report.parallel_error = report.tools.error
+            client.wire = dataclasses.replace(client.wire, parallel_tool_calls=False)
+            report.tools = await _turn(client, transport, [question], tools=definition)
+        elif report.tools.ok:
+            report.parallel_tool_calls = True
         call = _first_call(report.tools)
         follow_up = [
             question,
@@ -222,7 +330,23 @@ async def check_provider(
                 break
             client.empty_content = form
             report.content[form] = await _turn(client, transport, follow_up, tools=definition)
+        accepted = report.accepted_content
+        if probe_ids and accepted and report.server_ids:
+            client.empty_content = accepted[0]
+            ours = agent.ToolCall(id=FOREIGN_ID, name=call.name, arguments=call.arguments)
+            foreign = [
+                question,
+                agent.ChatMessage(role="assistant", tool_calls=(ours,)),
+                agent.ChatMessage(role="tool", tool_call_id=FOREIGN_ID, content=TOOL_REPLY),
+            ]
+            report.foreign_ids = await _turn(client, transport, foreign, tools=definition)
     return report
+
+
+def _refuses_parallel(turn: Turn) -> bool:
+    return (
+        not turn.ok and turn.http_status in REFUSED and "parallel_tool_calls" in turn.error.lower()
+    )
 
 
 async def _turn(
@@ -357,6 +481,20 @@ def describe(report: Report) -> list[str]:
             for call in tools.tool_calls
         )
         lines.append(_row("tool calling", f"{calls}; finish_reason {tools.finish_reason!r}"))
+        lines.append(_row("tool call ids", _ids(report)))
+    if report.parallel_tool_calls is False:
+        lines.append(
+            _row("parallel calls", f"parallel_tool_calls REFUSED: {report.parallel_error}")
+        )
+        lines.append(
+            _row(
+                "",
+                "→ probed again without it; the environment-configured endpoint always sends "
+                "it, a provider profile can leave it out (--save-profile NAME)",
+            )
+        )
+    elif report.parallel_tool_calls:
+        lines.append(_row("parallel calls", "parallel_tool_calls sent, not refused"))
     for form, turn in report.content.items():
         verdict = "accepted" if turn.ok else f"rejected: {turn.error}"
         lines.append(_row(f"content {CONTENT_SHOWN[form]}", verdict))
@@ -368,6 +506,22 @@ def describe(report: Report) -> list[str]:
         f"{'works' if report.tool_calling_works else 'does NOT work'}."
     )
     return lines
+
+
+def _ids(report: Report) -> str:
+    shown = ", ".join(repr(call_id) for call_id in report.server_ids[:3])
+    text = f"the server's: {shown}"
+    if report.server_ids_alnum9:
+        text += " (9 letters or digits, like Mistral's)"
+    turn, refused = report.foreign_ids, report.foreign_ids_refused
+    if turn is not None:
+        if refused:
+            text += f"; ours ({FOREIGN_ID}) REFUSED: {turn.error}"
+        elif refused is None:
+            text += f"; ours ({FOREIGN_ID}) could not be checked: {turn.error}"
+        else:
+            text += f"; ours ({FOREIGN_ID}) taken too"
+    return text
 
 
 def _row(label: str, text: str) -> str:

@@ -119,6 +119,8 @@ def run_inspect(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
 
 def _model_label(conversation: Conversation) -> str:
     model = conversation.agent_parameters().model
+    if conversation.profile is not None:
+        return model or conversation.profile.model
     if settings.OPENAI_BASE_URL:
         return model or settings.AGENTLAB_MODEL or "model not set"
     from chat.agent.scripted import SCRIPTED_LABEL

@@ -12,7 +12,15 @@ from django.urls import reverse
 
 from chat import agent, transcripts
 from chat.admin import redact
-from chat.models import Conversation, HistoryRepair, Message, ModelCall, Run, ToolCall
+from chat.models import (
+    Conversation,
+    HistoryRepair,
+    Message,
+    ModelCall,
+    ProviderProfile,
+    Run,
+    ToolCall,
+)
 from tests import transcript_factory as make
 
 pytestmark = pytest.mark.django_db
@@ -292,3 +300,50 @@ def test_query_count_does_not_grow_with_messages_or_tool_calls(staff: Client) ->
     assert count == small_counts["conversation"]
     assert page.count('class="chat-message ') == 500
     assert page.count('class="pill ') == 1000 + 250
+
+
+def test_conversations_show_and_filter_by_their_provider_profile(staff: Client) -> None:
+    owner = make.user("ada")
+    mistral = ProviderProfile.objects.create(
+        name="mistral", base_url="https://api.mistral.ai/v1", model="mistral-small-latest"
+    )
+    chosen = make.conversation(owner, "On Mistral")
+    Conversation.objects.filter(pk=chosen.pk).update(profile=mistral)
+    default = make.conversation(owner, "On the default")
+
+    page = staff.get(url(Conversation, "change", chosen.pk)).content.decode()
+    assert f'<a href="{url(ProviderProfile, "change", mistral.pk)}">mistral</a>' in page
+    assert (
+        "Default (environment)"
+        in staff.get(url(Conversation, "change", default.pk)).content.decode()
+    )
+
+    def listed(**query: object) -> dict[int, str]:
+        response = staff.get(url(Conversation, "changelist"), query)
+        assert response.status_code == 200
+        return {row.pk: row.model_name for row in response.context["cl"].result_list}
+
+    # With no model of its own, a conversation on a profile talks to the profile's model.
+    assert listed() == {chosen.pk: "mistral-small-latest", default.pk: ""}
+    assert listed(provider=mistral.pk) == {chosen.pk: "mistral-small-latest"}
+    assert listed(provider="default") == {default.pk: ""}
+    listing = staff.get(url(Conversation, "changelist")).content.decode()
+    assert "?provider=default" in listing and f"?provider={mistral.pk}" in listing
+
+
+def test_the_model_call_page_redacts_keys_named_by_profiles(
+    staff: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ODD_PROVIDER_KEY", "odd-provider-key-123")
+    ProviderProfile.objects.create(
+        name="odd", base_url="https://odd.example/v1", model="m", api_key_env="ODD_PROVIDER_KEY"
+    )
+    rich = make.rich_conversation(make.user("ada"))
+    model_call = ModelCall.objects.filter(run__conversation=rich).first()
+    assert model_call is not None
+    model_call.request = {"messages": [{"content": "echo odd-provider-key-123"}]}
+    model_call.save()
+
+    html = staff.get(url(ModelCall, "change", model_call.pk)).content.decode()
+
+    assert "odd-provider-key-123" not in html and "[REDACTED]" in html

@@ -1,14 +1,18 @@
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Iterator
+from datetime import date
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.conf import LazySettings
 from django.core.management import CommandError, call_command
 
+from chat.models import ProviderProfile
 from tests.fake_openai import FakeOpenAIServer, error, text_turn, tool_turn
 
 SECRET = "sk-probe-secret-0123456789"
@@ -208,3 +212,212 @@ def test_defaults_come_from_settings(fake_openai: FakeOpenAIServer, settings: La
     assert "(the model 'configured-model' is not among them)" in out.getvalue()
     assert SECRET not in out.getvalue()
     assert fake_openai.requests[1].body["model"] == "configured-model"
+
+
+# --save-profile: what the probe found, written to a ProviderProfile (never the key).
+
+ALNUM9 = re.compile(r"^[a-zA-Z0-9]{9}$")
+MISTRAL_CALL = ("aB3dE5fG7", "get_current_time", '{"timezone": "UTC"}')
+
+
+def mistral_rules(body: Any) -> str | None:
+    """Mistral's quirks: 9-character alphanumeric tool call ids, no parallel_tool_calls."""
+    for message in body["messages"]:
+        ids = [call["id"] for call in message.get("tool_calls") or ()]
+        if message.get("role") == "tool":
+            ids.append(message.get("tool_call_id", ""))
+        for call_id in ids:
+            if not ALNUM9.match(call_id):
+                return f"Tool call id was {call_id} but must be a-z, A-Z, 0-9, with a length of 9."
+    if "parallel_tool_calls" in body:
+        return "parallel_tool_calls: Extra inputs are not permitted"
+    return None
+
+
+@pytest.fixture
+def mistral() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer(models=("mistral-small-latest",)) as server:
+        server.checks.append(mistral_rules)
+        yield server
+
+
+def saved(**fields: Any) -> ProviderProfile:
+    return ProviderProfile.objects.get(**fields)
+
+
+def no_secret_in_the_database(secret: str) -> None:
+    dump = StringIO()
+    call_command("dumpdata", "chat", stdout=dump)
+    assert dump.getvalue().count('"model": "chat.providerprofile"') >= 1
+    assert secret not in dump.getvalue()
+
+
+@pytest.mark.django_db
+def test_save_profile_for_a_mistral_like_provider(
+    mistral: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MISTRAL_API_KEY", SECRET)
+    mistral.enqueue(text_turn("pong"), tool_turn([MISTRAL_CALL]), text_turn("a"), text_turn("b"))
+    out = StringIO()
+
+    call_command(
+        "check_provider",
+        "--base-url",
+        mistral.base_url,
+        "--save-profile",
+        "mistral",
+        "--api-key-env",
+        "MISTRAL_API_KEY",
+        stdout=out,
+        stderr=StringIO(),
+    )
+
+    text = out.getvalue()
+    assert SECRET not in text
+    assert "parallel calls  parallel_tool_calls REFUSED: HTTP 400: parallel_tool_calls" in text
+    assert "(9 letters or digits, like Mistral's); ours (call_probe_0001) REFUSED" in text
+    assert "Created provider profile 'mistral'" in text
+    assert "api_key_env         MISTRAL_API_KEY (set in this process" in text
+    assert "tool_call_ids       alnum9" in text and "parallel_tool_calls no" in text
+    profile = saved(name="mistral")
+    assert (profile.base_url, profile.model, profile.api_key_env) == (
+        mistral.base_url,
+        "mistral-small-latest",
+        "MISTRAL_API_KEY",
+    )
+    assert profile.tool_call_content == "empty"
+    assert profile.tool_call_ids == "alnum9"
+    assert profile.reasoning_field == ""
+    assert profile.parallel_tool_calls is False
+    assert profile.notes.startswith(f"check_provider {date.today().isoformat()}: ")
+    assert "parallel_tool_calls refused" in profile.notes
+    assert "call_probe_0001 refused" in profile.notes
+    no_secret_in_the_database(SECRET)
+    # The key came from the variable the profile names; the probes adapted to the refusals.
+    posts = [r for r in mistral.requests if r.method == "POST"]
+    assert all(r.headers["authorization"] == f"Bearer {SECRET}" for r in mistral.requests)
+    assert posts[1].body["parallel_tool_calls"] is True
+    assert all("parallel_tool_calls" not in r.body for r in posts[2:])
+    assert posts[-1].body["messages"][1]["tool_calls"][0]["id"] == "call_probe_0001"
+    assert [r.body["messages"][1]["content"] for r in posts[3:5]] == ["", None]
+
+
+@pytest.mark.django_db
+def test_rerunning_updates_the_profile_instead_of_adding_one(
+    mistral: FakeOpenAIServer,
+) -> None:
+    for _ in range(2):
+        mistral.enqueue(text_turn("pong"), tool_turn([MISTRAL_CALL]), text_turn("a"))
+        mistral.enqueue(text_turn("b"))
+    check(mistral, "--save-profile", "mistral", "--model", "mistral-small-latest")
+    first = saved(name="mistral")
+    ProviderProfile.objects.filter(pk=first.pk).update(
+        tool_call_ids="any", parallel_tool_calls=True, notes="stale"
+    )
+
+    out = check(mistral, "--save-profile", "mistral", "--model", "mistral-large-latest")
+
+    assert "Updated provider profile 'mistral'" in out
+    assert ProviderProfile.objects.count() == 1
+    profile = saved(name="mistral")
+    assert profile.pk == first.pk and profile.created_at == first.created_at
+    assert profile.model == "mistral-large-latest"
+    assert (profile.tool_call_ids, profile.parallel_tool_calls) == ("alnum9", False)
+    assert profile.notes != "stale"
+    assert profile.api_key_env == "OPENAI_API_KEY"  # the default; the key was --api-key
+    no_secret_in_the_database(SECRET)
+
+
+@pytest.mark.django_db
+def test_save_profile_for_a_deepseek_like_provider() -> None:
+    """Streams reasoning_content, refuses "" content; ids and parallel_tool_calls are fine."""
+    with FakeOpenAIServer(reject_empty_content=True, models=("deepseek-chat",)) as server:
+        server.enqueue(
+            text_turn("pong", reasoning="The user wants pong."),
+            tool_turn([("call_00_xyz", "get_current_time", "{}")]),
+            text_turn("noon", reasoning="Got the time."),
+            text_turn("noon"),
+        )
+        out = check(server, "--save-profile", "deepseek", "--api-key-env", "DEEPSEEK_API_KEY")
+
+    assert "parallel_tool_calls sent, not refused" in out
+    assert "ours (call_probe_0001) taken too" in out
+    assert "api_key_env         DEEPSEEK_API_KEY (NOT set in this process" in out
+    profile = saved(name="deepseek")
+    assert profile.reasoning_field == "reasoning_content"
+    assert profile.tool_call_content == "null"
+    assert profile.tool_call_ids == "any"
+    assert profile.parallel_tool_calls is True
+    assert profile.api_key_env == "DEEPSEEK_API_KEY"
+    assert "reasoning: reasoning_content" in profile.notes
+    no_secret_in_the_database(SECRET)
+
+
+@pytest.mark.django_db
+def test_ids_of_our_making_refused_means_alnum9_ids() -> None:
+    """A server whose own ids are free-form but which refuses ids it did not make."""
+    with FakeOpenAIServer() as server:
+        server.checks.append(
+            lambda body: "unknown tool_call_id" if "call_probe_0001" in json.dumps(body) else None
+        )
+        server.enqueue(text_turn("pong"), tool_turn([CALL]), text_turn("a"), text_turn("b"))
+        check(server, "--save-profile", "picky-ids")
+    assert saved(name="picky-ids").tool_call_ids == "alnum9"
+
+
+@pytest.mark.django_db
+def test_json_report_includes_the_saved_profile(mistral: FakeOpenAIServer) -> None:
+    mistral.enqueue(text_turn("pong"), tool_turn([MISTRAL_CALL]), text_turn("a"), text_turn("b"))
+
+    report = json.loads(check(mistral, "--json", "--save-profile", "mistral"))
+
+    assert report["parallel_tool_calls"] is False and report["tool_call_ids"] == "alnum9"
+    assert report["saved_profile"]["created"] is True
+    assert report["saved_profile"]["tool_call_ids"] == "alnum9"
+    assert report["saved_profile"]["api_key_env"] == "OPENAI_API_KEY"
+
+
+@pytest.mark.django_db
+def test_nothing_is_saved_when_tool_calling_fails(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.enqueue(text_turn("pong"), text_turn("It is probably noon."), text_turn("x"))
+    fake_openai.enqueue(text_turn("y"))
+
+    out, message = failing(fake_openai, "--save-profile", "broken")
+
+    assert message == "The provider failed the probe: tool calling. Profile 'broken' not saved."
+    assert "provider profile" not in out
+    assert not ProviderProfile.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--api-key-env", "sk-live-0123456789"], "--api-key-env 'sk-live-0123456789': Enter"),
+        (["--api-key-env", "1KEY"], "the name of an environment variable"),
+        (["--save-profile", "  "], "--save-profile needs a name"),
+    ],
+)
+def test_bad_profile_options_are_refused_before_probing(
+    fake_openai: FakeOpenAIServer, args: list[str], expected: str
+) -> None:
+    options = ["--save-profile", "p", *args] if "--save-profile" not in args else args
+    _, message = failing(fake_openai, *options)
+    assert expected in message
+    assert fake_openai.requests == []
+    assert not ProviderProfile.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_base_url_with_credentials_is_not_saved(fake_openai: FakeOpenAIServer) -> None:
+    with pytest.raises(CommandError, match="carries a key in its query string"):
+        call_command(
+            "check_provider",
+            "--base-url",
+            f"{fake_openai.base_url}?api-key=abc",
+            "--save-profile",
+            "p",
+            stdout=StringIO(),
+            stderr=StringIO(),
+        )
+    assert fake_openai.requests == [] and not ProviderProfile.objects.exists()

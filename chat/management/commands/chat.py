@@ -45,7 +45,10 @@ class Command(BaseCommand):
         conversation = self._conversation(options)
         try:
             client = runs.build_client(
-                base_url=options["base_url"], api_key=options["api_key"], model=options["model"]
+                base_url=options["base_url"],
+                api_key=options["api_key"],
+                model=options["model"],
+                profile=conversation.profile if not options["base_url"] else None,
             )
         except runs.RunRefused as exc:
             raise CommandError(str(exc)) from None

@@ -1,0 +1,448 @@
+"""Provider profiles: edited by staff in the admin, chosen per conversation in the settings panel,
+used by the conversation's runs. Keys stay in the environment: pages tell only whether one is set.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from django.contrib.auth.models import Permission
+from django.test import Client
+from django.urls import reverse
+
+from chat import agent, runs, transcripts
+from chat.models import Conversation, ModelCall, ProviderProfile
+from tests import transcript_factory as make
+from tests.fake_openai import FakeOpenAIServer, text_turn, tool_turn
+from tests.test_check_provider import ALNUM9, mistral_rules
+
+CANARY = "canary-key-value-7f3a9c"
+WARNING = "MISTRAL_API_KEY is not set on the server; requests will be sent without a key"
+
+
+def admin_url(view: str, *args: object) -> str:
+    return reverse(f"admin:chat_providerprofile_{view}", args=args)
+
+
+def profile(name: str = "mistral", **fields: Any) -> ProviderProfile:
+    values: dict[str, Any] = {
+        "base_url": "https://api.mistral.ai/v1",
+        "api_key_env": "MISTRAL_API_KEY",
+        "model": "mistral-small-latest",
+        "tool_call_ids": "alnum9",
+        "parallel_tool_calls": False,
+    }
+    values.update(fields)
+    return ProviderProfile.objects.create(name=name, **values)
+
+
+def form_data(**overrides: Any) -> dict[str, Any]:
+    data = {
+        "name": "mistral",
+        "base_url": "https://api.mistral.ai/v1",
+        "api_key_env": "MISTRAL_API_KEY",
+        "model": "mistral-small-latest",
+        "tool_call_content": "empty",
+        "tool_call_ids": "alnum9",
+        "reasoning_field": "",
+        "notes": "",
+    }
+    data.update(overrides)
+    return data
+
+
+@pytest.fixture
+def staff(client: Client) -> Client:
+    client.force_login(make.user("root", is_staff=True, is_superuser=True))
+    return client
+
+
+# The admin ----------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_staff_add_change_list_and_delete_profiles(staff: Client) -> None:
+    response = staff.post(admin_url("add"), form_data(parallel_tool_calls=""))
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    created = ProviderProfile.objects.get()
+    assert (created.api_key_env, created.tool_call_ids) == ("MISTRAL_API_KEY", "alnum9")
+    assert created.parallel_tool_calls is False
+
+    page = staff.get(admin_url("change", created.pk))
+    assert page.status_code == 200 and b'name="_save"' in page.content
+
+    changed = form_data(
+        model="mistral-large-latest", reasoning_field="reasoning_content", parallel_tool_calls="on"
+    )
+    assert staff.post(admin_url("change", created.pk), changed).status_code == 302
+    created.refresh_from_db()
+    assert created.model == "mistral-large-latest"
+    assert created.reasoning_field == "reasoning_content" and created.parallel_tool_calls
+
+    listing = staff.get(admin_url("changelist")).content.decode()
+    for text in ("mistral-large-latest", "https://api.mistral.ai/v1", "MISTRAL_API_KEY"):
+        assert text in listing
+    assert 'class="field-tool_call_ids">9 letters or digits (Mistral)<' in listing
+    assert 'class="field-reasoning_field_display">reasoning_content<' in listing
+
+    assert staff.post(admin_url("delete", created.pk), {"post": "yes"}).status_code == 302
+    assert not ProviderProfile.objects.exists()
+
+
+@pytest.mark.django_db
+def test_non_staff_and_anonymous_cannot_reach_or_change_profiles(client: Client) -> None:
+    existing = profile()
+    pages = [admin_url("changelist"), admin_url("add"), admin_url("change", existing.pk)]
+    for who in (None, make.user("bob")):
+        if who is not None:
+            client.force_login(who)
+        for page in pages:
+            response = client.get(page)
+            assert response.status_code == 302 and "/admin/login/" in response["Location"]
+        client.post(admin_url("add"), form_data(name="sneaky"))
+        client.post(admin_url("change", existing.pk), form_data(model="hijacked"))
+        client.post(admin_url("delete", existing.pk), {"post": "yes"})
+    existing.refresh_from_db()
+    assert existing.model == "mistral-small-latest"
+    assert list(ProviderProfile.objects.values_list("name", flat=True)) == ["mistral"]
+
+
+@pytest.mark.django_db
+def test_staff_without_profile_permissions_is_refused(client: Client) -> None:
+    viewer = make.user("viewer", is_staff=True)
+    viewer.user_permissions.add(Permission.objects.get(codename="view_providerprofile"))
+    client.force_login(viewer)
+    existing = profile()
+
+    assert client.get(admin_url("changelist")).status_code == 200
+    page = client.get(admin_url("change", existing.pk))
+    assert page.status_code == 200 and b'name="_save"' not in page.content
+    assert client.get(admin_url("add")).status_code == 403
+    assert client.post(admin_url("change", existing.pk), form_data(model="x")).status_code == 403
+    existing.refresh_from_db()
+    assert existing.model == "mistral-small-latest"
+
+
+@pytest.mark.django_db
+def test_the_key_indicator_says_yes_or_no_and_never_shows_the_value(
+    staff: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CANARY_API_KEY", CANARY)
+    monkeypatch.delenv("MISSING_API_KEY", raising=False)
+    present = profile("present", api_key_env="CANARY_API_KEY")
+    missing = profile("missing", api_key_env="MISSING_API_KEY")
+    profile("keyless", api_key_env="")
+
+    listing = staff.get(admin_url("changelist")).content.decode()
+
+    assert CANARY not in listing
+
+    def key_cell(name: str) -> str:
+        (row,) = [
+            row for row in re.findall(r"<tr>.*?</tr>", listing, re.DOTALL) if f">{name}</a>" in row
+        ]
+        cell = re.search(r'<td class="field-key_set">(.*?)</td>', row, re.DOTALL)
+        assert cell is not None
+        return cell.group(1)
+
+    assert 'alt="True"' in key_cell("present")
+    assert 'alt="False"' in key_cell("missing")
+    assert 'alt="None"' in key_cell("keyless")
+    page = staff.get(admin_url("change", present.pk)).content.decode()
+    assert "CANARY_API_KEY is set in this server process." in page and CANARY not in page
+    page = staff.get(admin_url("change", missing.pk)).content.decode()
+    assert "MISSING_API_KEY is NOT set in this server process" in page
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "expected"),
+    [
+        ("api_key_env", "sk-live-0123456789abcdef", "the name of an environment variable"),
+        ("api_key_env", "mistral_api_key", "the name of an environment variable"),
+        ("api_key_env", "1KEY", "the name of an environment variable"),
+        ("api_key_env", "MY KEY", "the name of an environment variable"),
+        ("base_url", "ftp://files.example.com/v1", "must start with http:// or https://"),
+        ("base_url", "not a url", "must start with http"),
+        ("base_url", "https://user:sk-secret@api.example.com/v1", "carries credentials"),
+        ("base_url", "https://api.example.com/v1?api-key=abc", "carries a key in its query"),
+        ("name", "", "This field is required"),
+        ("model", "", "This field is required"),
+    ],
+)
+@pytest.mark.django_db
+def test_invalid_profiles_are_refused_with_the_reason(
+    staff: Client, field: str, value: str, expected: str
+) -> None:
+    response = staff.post(admin_url("add"), form_data(**{field: value}))
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert expected in " ".join(errors[field]), errors
+    assert not ProviderProfile.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_empty_key_variable_means_no_key(staff: Client) -> None:
+    response = staff.post(admin_url("add"), form_data(api_key_env="", parallel_tool_calls="on"))
+    assert response.status_code == 302
+    assert ProviderProfile.objects.get().api_key_env == ""
+
+
+@pytest.mark.django_db
+def test_the_list_counts_and_links_the_conversations_of_each_profile(staff: Client) -> None:
+    used, unused = profile("used"), profile("unused")
+    owner = make.user("ada")
+    for title in ("one", "two"):
+        Conversation.objects.create(owner=owner, title=title, profile=used)
+    Conversation.objects.create(owner=owner, title="default")
+
+    response = staff.get(admin_url("changelist"))
+
+    counts = {row.name: row.n_conversations for row in response.context["cl"].result_list}
+    assert counts == {"unused": 0, "used": 2}
+    link = f"{reverse('admin:chat_conversation_changelist')}?provider={used.pk}"
+    assert f'href="{link}">2<' in response.content.decode()
+    listed = staff.get(link)
+    assert {c.title for c in listed.context["cl"].result_list} == {"one", "two"}
+    assert unused.pk
+
+
+# The settings panel -------------------------------------------------------------------------
+
+
+def settings_url(conversation: Conversation) -> str:
+    return reverse("chat:conversation_settings", args=[conversation.pk])
+
+
+def panel_data(**overrides: Any) -> dict[str, Any]:
+    data = {
+        "agent-profile": "",
+        "agent-model": "",
+        "agent-temperature": "0.5",
+        "agent-top_p": "",
+        "agent-max_tokens": "",
+        "agent-max_event_loops": "4",
+        "agent-enabled_tools": ["get_current_time"],
+        "system-TOTAL_FORMS": "1",
+        "system-INITIAL_FORMS": "0",
+        "system-0-content": "Be brief.",
+        "pre-TOTAL_FORMS": "1",
+        "pre-INITIAL_FORMS": "0",
+        "pre-0-role": "user",
+        "pre-0-content": "",
+    }
+    data.update(overrides)
+    return data
+
+
+@pytest.fixture
+def owner_client(client: Client) -> Client:
+    client.force_login(make.user("ada"))
+    return client
+
+
+@pytest.fixture
+def conversation() -> Conversation:
+    return make.conversation(make.user("ada"), "Chat", enabled_tools=["get_current_time"])
+
+
+@pytest.mark.django_db
+def test_the_panel_offers_the_default_and_every_profile(
+    owner_client: Client, conversation: Conversation
+) -> None:
+    profile("mistral")
+    profile("deepseek", model="deepseek-chat", api_key_env="DEEPSEEK_API_KEY")
+
+    html = owner_client.get(settings_url(conversation)).content.decode()
+
+    select = re.search(r'<select name="agent-profile".*?</select>', html, re.DOTALL)
+    assert select is not None
+    options = re.findall(r"<option[^>]*>([^<]*)</option>", select.group(0))
+    assert options == [
+        "Default (environment)",
+        "deepseek · deepseek-chat",
+        "mistral · mistral-small-latest",
+    ]
+    assert re.search(r'<option value="" selected>Default', select.group(0))
+    assert "is not set on the server" not in html
+
+
+@pytest.mark.django_db
+def test_choosing_a_profile_saves_it_with_the_parameters(
+    owner_client: Client, conversation: Conversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MISTRAL_API_KEY", CANARY)
+    chosen = profile()
+
+    response = owner_client.post(
+        settings_url(conversation), panel_data(**{"agent-profile": chosen.pk})
+    )
+
+    assert response.status_code == 302
+    conversation.refresh_from_db()
+    assert conversation.profile == chosen
+    assert conversation.agent_parameters().temperature == 0.5
+    html = owner_client.get(settings_url(conversation)).content.decode()
+    assert re.search(rf'<option value="{chosen.pk}" selected>mistral', html)
+    assert "is not set on the server" not in html and CANARY not in html
+
+    response = owner_client.post(settings_url(conversation), panel_data())
+    assert response.status_code == 302
+    conversation.refresh_from_db()
+    assert conversation.profile is None
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"agent-temperature": "3"},
+        {"pre-0-role": "tool", "pre-0-content": "pretend result"},
+        {"agent-max_event_loops": "0"},
+    ],
+)
+@pytest.mark.django_db
+def test_invalid_settings_with_a_profile_choice_save_nothing(
+    owner_client: Client, conversation: Conversation, overrides: dict[str, Any]
+) -> None:
+    chosen = profile()
+    before = conversation.parameters
+
+    response = owner_client.post(
+        settings_url(conversation),
+        panel_data(**{"agent-profile": chosen.pk, **overrides}),
+        headers={"HX-Request": "true"},
+    )
+
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert 'class="field-error"' in html and "<html" not in html
+    assert re.search(rf'<option value="{chosen.pk}" selected>', html), "the choice is kept"
+    conversation.refresh_from_db()
+    assert conversation.profile is None and conversation.parameters == before
+
+
+@pytest.mark.django_db
+def test_an_unknown_profile_is_refused_and_nothing_saved(
+    owner_client: Client, conversation: Conversation
+) -> None:
+    current = profile()
+    conversation.profile = current
+    conversation.save()
+    before = conversation.parameters
+
+    response = owner_client.post(
+        settings_url(conversation),
+        panel_data(**{"agent-profile": "9999", "agent-temperature": "1.5"}),
+        headers={"HX-Request": "true"},
+    )
+
+    assert response.status_code == 422
+    assert "Select a valid choice" in response.content.decode()
+    conversation.refresh_from_db()
+    assert conversation.profile == current and conversation.parameters == before
+
+
+@pytest.mark.django_db
+def test_a_profile_whose_key_is_not_set_is_saved_with_a_warning(
+    owner_client: Client, conversation: Conversation, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("MISTRAL_API_KEY", raising=False)
+    chosen = profile()
+
+    response = owner_client.post(
+        settings_url(conversation),
+        panel_data(**{"agent-profile": chosen.pk}),
+        headers={"HX-Request": "true"},
+    )
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Saved." in html and WARNING in html
+    conversation.refresh_from_db()
+    assert conversation.profile == chosen
+    assert WARNING in owner_client.get(settings_url(conversation)).content.decode()
+    monkeypatch.setenv("MISTRAL_API_KEY", CANARY)
+    html = owner_client.get(settings_url(conversation)).content.decode()
+    assert WARNING not in html and CANARY not in html
+
+
+# A run through a profile --------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_run_uses_the_profile_chosen_in_the_panel(
+    fake_openai: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """History from another provider (free-form ids) goes to a Mistral-like server mapped."""
+    monkeypatch.setenv("MISTRAL_API_KEY", CANARY)
+    fake_openai.checks.append(mistral_rules)
+    fake_openai.enqueue(
+        tool_turn([("k7Qp2Zx9a", "get_current_time", '{"timezone": "UTC"}')]),
+        text_turn("It is noon in UTC."),
+    )
+
+    def prepare() -> tuple[Conversation, Any]:
+        owner = make.user("ada")
+        conversation = make.conversation(owner, "Switch", enabled_tools=["get_current_time"])
+        earlier = agent.ToolCall(id="call_from_openai_1", name="get_current_time", arguments="{}")
+        transcripts.append_messages(
+            conversation,
+            [
+                agent.ChatMessage(role="user", content="time?"),
+                agent.ChatMessage(role="assistant", tool_calls=(earlier,)),
+                agent.ChatMessage(role="tool", tool_call_id=earlier.id, content='{"h": 9}'),
+                agent.ChatMessage(role="assistant", content="It is nine."),
+            ],
+        )
+        chosen = profile(base_url=fake_openai.base_url)
+        client = Client()
+        client.force_login(owner)
+        response = client.post(
+            settings_url(conversation), panel_data(**{"agent-profile": chosen.pk})
+        )
+        assert response.status_code == 302
+        conversation.refresh_from_db()
+        return conversation, owner
+
+    conversation, owner = await database_sync_to_async(prepare)()
+
+    handle = await runs.start_run(conversation=conversation, user=owner, content="And now?")
+    run = await handle.task
+
+    assert run.status == "completed", run.error
+    assert run.model == "mistral-small-latest"
+    first, second = (request for request in fake_openai.requests if request.method == "POST")
+    assert first.headers["authorization"] == f"Bearer {CANARY}"
+    assert "parallel_tool_calls" not in first.body and first.body["tools"]
+    sent_ids = [
+        call_id
+        for request in (first, second)
+        for message in request.body["messages"]
+        for call_id in [
+            *(call["id"] for call in message.get("tool_calls") or ()),
+            message.get("tool_call_id"),
+        ]
+        if call_id
+    ]
+    assert sent_ids and all(ALNUM9.match(call_id) for call_id in sent_ids)
+    assert "k7Qp2Zx9a" in sent_ids and "call_from_openai_1" not in sent_ids
+    stored = await database_sync_to_async(transcripts.load_history)(conversation)
+    assert stored[1].tool_calls[0].id == "call_from_openai_1", "the transcript keeps its ids"
+    assert stored[-1].content == "It is noon in UTC."
+    calls = [call async for call in ModelCall.objects.filter(run=run).order_by("step")]
+    assert [call.url for call in calls] == [f"{fake_openai.base_url}/chat/completions"] * 2
+    assert all(CANARY not in str(call.request) for call in calls)
+
+
+def test_a_host_without_a_dot_is_a_valid_base_url() -> None:
+    from django.core.exceptions import ValidationError as DjangoValidationError
+
+    profile = ProviderProfile(name="compose", base_url="http://vllm:8000/v1", model="m")
+    profile.full_clean(validate_unique=False, validate_constraints=False)
+    with pytest.raises(DjangoValidationError):
+        ProviderProfile(name="bad", base_url="ftp://vllm/v1", model="m").full_clean(
+            validate_unique=False, validate_constraints=False
+        )
