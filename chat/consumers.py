@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 import time
 from typing import Any
+from urllib.parse import parse_qs
 
+from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from chat import runs
-from chat.fragments import render
+from chat.fragments import render, turn_for_run
 from chat.models import Conversation, RunStatus
 
 CLOSE_UNAUTHENTICATED = 4401
@@ -71,6 +73,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.accept()
         if await conversation.runs.filter(status=RunStatus.IN_PROGRESS).aexists():
             await runs.request_catch_up(conversation.pk, self.channel_name)
+        elif live := _live_run(self.scope):
+            # The page showed this run streaming, but it ended before the socket opened.
+            run = await conversation.runs.filter(pk=live).afirst()
+            if run is not None:
+                turn = await database_sync_to_async(turn_for_run)(run)
+                await self.send(
+                    text_data=render("reply", {"turn": turn, "oob": True})
+                    + render("run-state", {"running": False})
+                )
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "group"):
@@ -138,3 +149,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def chat_fragment(self, event: dict[str, Any]) -> None:
         await self.send(text_data=event["html"])
+
+
+def _live_run(scope: dict[str, Any]) -> int | None:
+    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+    value = (query.get("live") or [""])[0]
+    return int(value) if value.isdigit() else None

@@ -106,6 +106,9 @@ def conversation_turns(conversation: Conversation) -> list[Turn]:
             if not turns or (turns[-1].run is not run and run is not None):
                 turns.append(turn(None, run))
             turns[-1].replies.append(message)
+    # A run that has written nothing yet (a fork continuing from a tool reply) still streams.
+    shown = {t.run.pk for t in turns if t.run is not None}
+    turns.extend(turn(None, run) for run in runs.values() if run.is_active and run.pk not in shown)
     return turns
 
 

@@ -8,6 +8,7 @@ It is persisted per model turn and per tool call, never per token.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import os
 import socket
@@ -136,8 +137,11 @@ async def start_run(
         await client.aclose()
         raise
     publisher = RunPublisher(run)
+    # A fresh context: a run started from an HTTP view must not inherit the request's thread
+    # executor, which is gone once the response is sent.
     task = asyncio.create_task(
-        execute_run(run, request, client, listeners=[*listeners, publisher], publisher=publisher)
+        execute_run(run, request, client, listeners=[*listeners, publisher], publisher=publisher),
+        context=contextvars.Context(),
     )
     _tasks[run.pk] = task
     task.add_done_callback(lambda _: _tasks.pop(run.pk, None))

@@ -52,6 +52,7 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
             "conversations": Conversation.objects.for_user(request.user),
             "turns": turns,
             "running": any(turn.is_active for turn in turns),
+            "live_run": next((t.run.pk for t in turns if t.is_active and t.run), None),
             "model_label": _model_label(conversation),
             "max_message_chars": settings.AGENTLAB_MAX_MESSAGE_CHARS,
         },

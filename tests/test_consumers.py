@@ -399,3 +399,26 @@ async def test_double_submit_starts_one_run(use_client: Any) -> None:
     assert await Run.objects.acount() == 1
     assert await Message.objects.filter(role="user").acount() == 1
     await ws.disconnect()
+
+
+async def test_a_page_that_showed_a_run_live_gets_the_final_reply_if_it_ended_meanwhile(
+    use_client: Any,
+) -> None:
+    user = await make_user()
+    conversation = await make_conversation(user)
+    run = await (
+        await runs.start_run(
+            conversation=conversation,
+            user=user,
+            content="hi",
+            client=ScriptedChatClient(["all done"]),
+        )
+    ).task
+    communicator = WebsocketCommunicator(
+        URLRouter(websocket_urlpatterns), f"/ws/conversations/{conversation.pk}/?live={run.pk}"
+    )
+    communicator.scope["user"] = user
+    assert (await communicator.connect())[0]
+    frame = await communicator.receive_from(timeout=5)
+    assert f'id="reply-{run.pk}"' in frame and "all done" in frame and DONE in frame
+    await communicator.disconnect()

@@ -1,0 +1,317 @@
+"""Forks: a new conversation holding a copy of another's history up to a message.
+
+A fork copies the messages, the runs they belong to and those runs' tool and model call logs,
+so its pills and inspector read like the parent's. A tool fork replaces one tool reply with a
+result the user wrote (or marks it failed) and ends right after that tool round, so a run can
+continue the loop from there. The parent is never changed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Sum
+
+from chat import transcripts
+from chat.models import (
+    Conversation,
+    Message,
+    ModelCall,
+    Run,
+    RunStatus,
+    ToolCall,
+    ToolCallStatus,
+)
+
+MAX_TOOL_RESULT_CHARS = 100_000
+FAILED_BY_USER = "marked failed by the user"
+EDITED_MARK = "Result edited by the user in this fork."
+FAILED_MARK = "(marked failed by the user in this fork)"
+
+
+class RunInProgress(ValueError):
+    """The parent has a run in progress: its history is still moving."""
+
+
+@dataclass(frozen=True)
+class Round:
+    """An assistant message with tool_calls (at `start`) and its tool replies, through `end`."""
+
+    start: int
+    end: int
+    call_ids: tuple[str, ...]
+
+
+def message_at(rows: Sequence[Message], index: int) -> Message:
+    """The message with this index, or ValueError saying which indexes there are."""
+    for row in rows:
+        if row.index == index:
+            return row
+    if not rows:
+        raise ValueError("This conversation has no messages to fork.")
+    raise ValueError(
+        f"Message {index} is out of range: this conversation has messages "
+        f"{rows[0].index} to {rows[-1].index}."
+    )
+
+
+def tool_rounds(rows: Sequence[Message]) -> list[Round]:
+    """The tool rounds of a transcript, by message index, in order."""
+    rounds: list[Round] = []
+    for position, row in enumerate(rows):
+        if row.role != Message.Role.ASSISTANT or not row.tool_calls:
+            continue
+        end = row.index
+        for later in rows[position + 1 :]:
+            if later.role != Message.Role.TOOL:
+                break
+            end = later.index
+        ids = tuple(str(call.get("id") or "") for call in row.tool_calls)
+        rounds.append(Round(row.index, end, ids))
+    return rounds
+
+
+def fork_end(rows: Sequence[Message], at_message: int) -> int:
+    """The last index a fork after `at_message` copies: a tool round is never cut in half."""
+    for found in tool_rounds(rows):
+        if found.start <= at_message <= found.end:
+            return found.end
+    return at_message
+
+
+def tool_fork_round(rows: Sequence[Message], at_message: int, tool_call_id: str) -> Round:
+    """The round of `tool_call_id` at or just before `at_message` (ValueError if there is none)."""
+    rounds = [found for found in tool_rounds(rows) if tool_call_id in found.call_ids]
+    if not rounds:
+        raise ValueError(f"There is no tool call {tool_call_id!r} in this conversation.")
+    before = [found for found in rounds if found.start <= at_message]
+    if not before:
+        raise ValueError(
+            f"Tool call {tool_call_id!r} comes after message {at_message} "
+            f"(it is asked for in message {rounds[0].start})."
+        )
+    return before[-1]
+
+
+def edited_reply(tool_result: str | None, tool_failed: bool) -> str:
+    """The tool reply content the model sees in the fork."""
+    if tool_failed:
+        return json.dumps({"error": (tool_result or "").strip() or FAILED_BY_USER})
+    return tool_result or ""
+
+
+@transaction.atomic
+def fork_conversation(
+    conversation: Conversation,
+    *,
+    owner: Any,
+    at_message: int,
+    tool_result: str | None = None,
+    tool_failed: bool = False,
+    tool_call_id: str | None = None,
+) -> Conversation:
+    """Copy `conversation` through message `at_message` (extended to the end of a tool round).
+
+    With `tool_call_id` and an edit (`tool_result` and/or `tool_failed`), that call's reply is
+    replaced and the fork ends after its round, ready for a run without a new message. Raises
+    ValueError, writing nothing, when a run is in progress, the index or the call is unknown,
+    or the copy would not be strict-valid.
+    """
+    parent = Conversation.objects.select_for_update().get(pk=conversation.pk)
+    if parent.runs.filter(status=RunStatus.IN_PROGRESS).exists():
+        raise RunInProgress(
+            "A run is in progress in this conversation: fork it once it has finished."
+        )
+    if tool_result is not None and len(tool_result) > MAX_TOOL_RESULT_CHARS:
+        raise ValueError(
+            f"The edited result is too long: {len(tool_result):,} characters "
+            f"(the limit is {MAX_TOOL_RESULT_CHARS:,})."
+        )
+    editing = tool_result is not None or tool_failed
+    if editing and not tool_call_id:
+        raise ValueError("Name the tool call whose result is edited.")
+    rows = list(parent.messages.order_by("index"))
+    message_at(rows, at_message)
+    edited_round = tool_fork_round(rows, at_message, tool_call_id) if tool_call_id else None
+    end = edited_round.end if edited_round else fork_end(rows, at_message)
+    copied = [row for row in rows if row.index <= end]
+    reply = None
+    if edited_round is not None:
+        reply = next(
+            (
+                row
+                for row in copied
+                if row.index > edited_round.start and row.tool_call_id == tool_call_id
+            ),
+            None,
+        )
+    if editing and reply is None:
+        raise ValueError(f"Tool call {tool_call_id!r} has no reply to edit.")
+
+    fork = Conversation.objects.create(
+        owner=owner,
+        title=f"Fork of {parent}"[:200],
+        profile_id=parent.profile_id,
+        parent=parent,
+        forked_at=end,
+        parameters=parent.parameters,
+    )
+    run_map = _copy_runs(fork, rows, copied)
+    message_map = _copy_messages(fork, copied, run_map)
+    _copy_tool_calls(rows, copied, run_map, message_map)
+    if editing and edited_round is not None and reply is not None:
+        new_reply = message_map[reply.pk]
+        new_reply.content = edited_reply(tool_result, tool_failed)
+        new_reply.save(update_fields=["content"])
+        _mark_edited(fork, edited_round, reply.tool_call_id, tool_result, tool_failed)
+    violations = transcripts.validate_conversation(fork)
+    if violations:
+        raise ValueError(
+            "The copied history would not be valid: " + "; ".join(str(v) for v in violations)
+        )
+    return fork
+
+
+def _run_ids(rows: Sequence[Message]) -> set[int]:
+    return {row.run_id for row in rows if row.run_id is not None}
+
+
+def _copied_steps(run_id: int, copied: Sequence[Message]) -> int:
+    """How many model turns of a run the copy holds: its assistant messages, in order."""
+    return sum(1 for row in copied if row.run_id == run_id and row.role == "assistant")
+
+
+def _copy_runs(
+    fork: Conversation, rows: Sequence[Message], copied: Sequence[Message]
+) -> dict[int, Run]:
+    """Copy the runs that answered in the copied messages; a run cut short keeps its copied steps.
+
+    A run of which only the user message is copied is left out: nothing it did is in the fork.
+    """
+    answering = _run_ids([row for row in copied if row.role != "user"])
+    whole = {run_id for run_id in answering if run_id not in _run_ids(rows[len(copied) :])}
+    run_map: dict[int, Run] = {}
+    for run in Run.objects.filter(pk__in=answering).order_by("started_at", "pk"):
+        original = run.pk
+        started_at = run.started_at
+        steps = run.steps if original in whole else _copied_steps(original, copied)
+        run.pk = None
+        run.conversation = fork
+        run._state.adding = True
+        run.save(force_insert=True)
+        Run.objects.filter(pk=run.pk).update(started_at=started_at)
+        run_map[original] = run
+        model_calls = list(ModelCall.objects.filter(run_id=original).order_by("step", "pk"))
+        if original not in whole:
+            model_calls = [call for call in model_calls if call.step <= steps]
+        _copy_model_calls(run, model_calls)
+        if original not in whole:
+            _recount(run, steps)
+    return run_map
+
+
+def _copy_model_calls(run: Run, calls: Sequence[ModelCall]) -> None:
+    started = [call.started_at for call in calls]
+    for call in calls:
+        call.pk = None
+        call.run = run
+        call._state.adding = True
+    created = ModelCall.objects.bulk_create(calls)
+    for call, when in zip(created, started, strict=True):
+        call.started_at = when
+    ModelCall.objects.bulk_update(created, ["started_at"])
+
+
+def _recount(run: Run, steps: int) -> None:
+    """Usage of a run cut short: what its copied model calls used; its duration is unknown."""
+    totals = run.model_calls.aggregate(
+        prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens"), total=Sum("total_tokens")
+    )
+    run.steps = steps
+    run.prompt_tokens = totals["prompt"] or 0
+    run.completion_tokens = totals["completion"] or 0
+    run.total_tokens = totals["total"] or 0
+    run.duration = None
+    if not steps:
+        run.time_to_first_token = None
+    run.save(
+        update_fields=[
+            "steps",
+            "prompt_tokens",
+            "completion_tokens",
+            "total_tokens",
+            "duration",
+            "time_to_first_token",
+        ]
+    )
+
+
+def _copy_messages(
+    fork: Conversation, copied: Sequence[Message], run_map: dict[int, Run]
+) -> dict[int, Message]:
+    new_rows = [
+        Message(
+            conversation=fork,
+            run=run_map.get(row.run_id) if row.run_id is not None else None,
+            index=row.index,
+            role=row.role,
+            content=row.content,
+            reasoning=row.reasoning,
+            tool_calls=row.tool_calls,
+            tool_call_id=row.tool_call_id,
+        )
+        for row in copied
+    ]
+    created = Message.objects.bulk_create(new_rows)
+    for row, original in zip(created, copied, strict=True):
+        row.created_at = original.created_at
+    Message.objects.bulk_update(created, ["created_at"])
+    return {original.pk: row for original, row in zip(copied, created, strict=True)}
+
+
+def _copy_tool_calls(
+    rows: Sequence[Message],
+    copied: Sequence[Message],
+    run_map: dict[int, Run],
+    message_map: dict[int, Message],
+) -> None:
+    """The execution logs of the copied assistant messages (all of a run copied whole)."""
+    whole = {run_id for run_id in run_map if run_id not in _run_ids(rows[len(copied) :])}
+    logs = []
+    for log in ToolCall.objects.filter(run_id__in=run_map).order_by(
+        "run", "step", "position", "pk"
+    ):
+        if log.message_id in message_map:
+            log.message = message_map[log.message_id]
+        elif log.message_id is None and log.run_id in whole:
+            log.message = None
+        else:
+            continue
+        log.pk = None
+        log.run = run_map[log.run_id]
+        log._state.adding = True
+        logs.append(log)
+    ToolCall.objects.bulk_create(logs)
+
+
+def _mark_edited(
+    fork: Conversation,
+    edited_round: Round,
+    call_id: str,
+    tool_result: str | None,
+    tool_failed: bool,
+) -> None:
+    """The copied log of the edited call says what the model saw, and that the user wrote it."""
+    content = edited_reply(tool_result, tool_failed)
+    if tool_failed:
+        reason = (tool_result or "").strip() or FAILED_BY_USER
+        status, error = ToolCallStatus.FAILED, f"{reason} {FAILED_MARK}"
+    else:
+        status, error = ToolCallStatus.COMPLETED, EDITED_MARK
+    ToolCall.objects.filter(
+        message__conversation=fork, message__index=edited_round.start, call_id=call_id
+    ).update(status=status, result=content, error=error)
