@@ -1,0 +1,1 @@
+"""The streaming benchmark: `manage.py bench` (see bench/README.md)."""
