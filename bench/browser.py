@@ -62,6 +62,9 @@ OBSERVER = """
 })();
 """
 
+SETTLE = """() => new Promise((resolve) =>
+  requestAnimationFrame(() => requestAnimationFrame(() => setTimeout(resolve, 300))))"""
+
 
 @dataclass
 class Scenario:
@@ -146,6 +149,8 @@ def _sample(context: Any, server_url: str, conversation: int, spec: ReplySpec) -
         page.goto(f"{server_url}/c/{conversation}/")
         page.locator('[ws-connect][data-socket="open"]').wait_for(timeout=15000)
         page.fill("#message", spec.prompt())
+        # A reader types after the page has settled: let the load's own layout and paint finish.
+        page.evaluate(SETTLE)
         page.keyboard.press("Enter")
         timeout = 30000 + spec.tokens * spec.pace_ms * 2
         # Poll on a timer, not on every animation frame: the probe must not load the page.
