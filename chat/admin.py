@@ -363,18 +363,7 @@ class ConversationAdmin(LabAdmin):
         "created_at",
         "updated_at",
     )
-    readonly_fields = (
-        "forked_from",
-        "fork_list",
-        "provider",
-        "model_name",
-        "parameters_display",
-        "run_count",
-        "tool_call_count",
-        "tokens",
-        "created_at",
-        "updated_at",
-    )
+    readonly_fields = fields[2:]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
         runs = Run.objects.filter(conversation=OuterRef("pk"))
