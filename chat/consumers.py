@@ -147,6 +147,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """An error for this socket only, shown above the composer."""
         await self.send(text_data=render("notice", {"notice": text}))
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Fragments touch no database: skip Channels' per-message aclose_old_connections, a
+        # trip through the one sync thread that every run's database work also queues on.
+        if message["type"] == "chat.fragment":
+            await self.send(text_data=message["html"])
+            return
+        await super().dispatch(message)
+
     async def chat_fragment(self, event: dict[str, Any]) -> None:
         await self.send(text_data=event["html"])
 
