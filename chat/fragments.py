@@ -159,18 +159,13 @@ class RunPublisher:
 
     async def __call__(self, run: Run, event: events.RunEvent) -> None:
         if isinstance(event, events.TextDelta | events.ReasoningDelta):
-            if self._buffer(event):
-                # Due now (the first delta, or the interval has passed): publish inline and let
-                # the sockets run, since a fast stream would not yield before its burst is parsed.
-                await self.flush()
-                await asyncio.sleep(0)
+            self._buffer(event)
             return
         async with self._lock:
             html = self._drain() + await self._render(event)
             await self._publish(html)
 
-    def _buffer(self, event: events.TextDelta | events.ReasoningDelta) -> bool:
-        """Queue a delta; True when it is due to be published now."""
+    def _buffer(self, event: events.TextDelta | events.ReasoningDelta) -> None:
         kind = "text" if isinstance(event, events.TextDelta) else "reasoning"
         text = event.text
         if kind == "text" and self._paragraph_break:
@@ -178,10 +173,9 @@ class RunPublisher:
         self._pending.append((kind, text))
         wait = self._last_flush + self.interval - time.monotonic()
         if wait <= 0:
-            return True
-        if self._timer is None:
+            self._flushing = asyncio.ensure_future(self.flush())
+        elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(wait, self._flush_later)
-        return False
 
     def _flush_later(self) -> None:
         self._flushing = asyncio.ensure_future(self.flush())
