@@ -303,7 +303,10 @@ async def _control(
     layer = get_channel_layer()
     if layer is None or task is None:
         return
-    channel = await layer.new_channel("run-control.")
+    # The default prefix: channels_redis reads all of a process's channels of one prefix with
+    # a single blocking pop, so a prefix of its own would hold that read for the whole run and
+    # starve the sockets on this process.
+    channel = await layer.new_channel()
     group = control_group(run.conversation_id)
     await layer.group_add(group, channel)
     try:

@@ -70,6 +70,31 @@ def test_a_socket_on_one_process_watches_a_run_started_through_another(site: Sit
     assert site.sql("select status from chat_run") == [("completed",)]
 
 
+def test_a_socket_on_the_runs_own_process_streams_while_the_run_is_in_progress(
+    site: Site,
+) -> None:
+    """The run's control channel must not hold the process's channel reads for the whole run."""
+    session, conversation = site.make_user_and_conversation("barbara")
+
+    async def scenario() -> list[tuple[float, str]]:
+        with site.server() as b:
+            async with socket(b, session, conversation) as on_b:
+                await send(on_b, "please do a slow lookup")
+                arrivals: list[tuple[float, str]] = []
+                async with asyncio.timeout(15):
+                    while not arrivals or DONE not in arrivals[-1][1]:
+                        frame = str(await on_b.recv())
+                        arrivals.append((asyncio.get_running_loop().time(), frame))
+                return arrivals
+
+    arrivals = asyncio.run(scenario())
+    done_at = arrivals[-1][0]
+    indicator_at = next(at for at, frame in arrivals if "Looking up: Slow lookup" in frame)
+    # The tool sleeps 1.5 s: the indicator must be on screen for most of it, not flushed at the end.
+    assert done_at - indicator_at > 1.0
+    assert "Slow lookup" in arrivals[-1][1]
+
+
 def test_stop_from_one_process_ends_a_run_owned_by_another(site: Site) -> None:
     session, conversation = site.make_user_and_conversation("grace")
 
