@@ -122,7 +122,13 @@ if redis_url := os.environ.get("REDIS_URL"):
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [redis_url]},
+            "CONFIG": {
+                # redis-py caps a pool at 100 connections; many sockets closing at once need more.
+                "hosts": [{"address": redis_url, "max_connections": 1_000}],
+                # Every socket of a process shares one Redis list: the default of 100 messages
+                # drops frames silently under a burst of runs.
+                "capacity": 10_000,
+            },
         }
     }
 else:
