@@ -143,8 +143,11 @@ class LiveState:
 class RunPublisher:
     """Listener that turns one run's events into fragments for the conversation's group."""
 
-    def __init__(self, run: Run, *, interval: float = FLUSH_INTERVAL) -> None:
+    def __init__(
+        self, run: Run, *, user_message: Message | None = None, interval: float = FLUSH_INTERVAL
+    ) -> None:
         self.run = run
+        self.user_message = user_message
         self.group = f"conversation.{run.conversation_id}"
         self.layer = get_channel_layer()
         self.interval = interval
@@ -159,7 +162,13 @@ class RunPublisher:
 
     async def __call__(self, run: Run, event: events.RunEvent) -> None:
         if isinstance(event, events.TextDelta | events.ReasoningDelta):
+            first = not self._last_flush
             self._buffer(event)
+            if first:
+                # The first token goes out at once, and the loop is given a moment so the frame
+                # reaches the sockets before the parser works through the rest of a burst.
+                await self.flush()
+                await asyncio.sleep(0.001)
             return
         async with self._lock:
             html = self._drain() + await self._render(event)
@@ -171,13 +180,18 @@ class RunPublisher:
         if kind == "text" and self._paragraph_break:
             text, self._paragraph_break = "\n\n" + text, False
         self._pending.append((kind, text))
+        if not self._last_flush or self._timer is not None:
+            return
+        if self._flushing is not None and not self._flushing.done():
+            return  # the flush already scheduled takes this delta too
         wait = self._last_flush + self.interval - time.monotonic()
         if wait <= 0:
             self._flushing = asyncio.ensure_future(self.flush())
-        elif self._timer is None:
+        else:
             self._timer = asyncio.get_running_loop().call_later(wait, self._flush_later)
 
     def _flush_later(self) -> None:
+        self._timer = None
         self._flushing = asyncio.ensure_future(self.flush())
 
     async def flush(self) -> None:
@@ -205,14 +219,16 @@ class RunPublisher:
         state = self.state
         match event:
             case events.RunStarted():
-                turn = await database_sync_to_async(turn_for_run)(self.run)
+                # Nothing but the user message is stored yet: no queries on the way to the
+                # provider request.
+                turn = Turn(user=self.user_message, run=self.run)
                 return (
                     '<div id="transcript" hx-swap-oob="beforeend">'
                     + render("turn", {"turn": turn, "live": state})
                     + "</div>"
                     + render("run-state", {"running": True})
                     + render("notice", {})
-                    + render("title", {"conversation": turn.run.conversation, "oob": True})
+                    + render("title", {"conversation": self.run.conversation, "oob": True})
                 )
             case events.StepStarted(step, max_steps):
                 state.step, state.max_steps = step, max_steps

@@ -52,6 +52,8 @@ WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 HEARTBEAT_INTERVAL = 10.0
 # A run whose process has not shown a sign of life for this long is taken as dead.
 STALE_AFTER = timedelta(seconds=60)
+# Seconds of continuous work after which a run gives the event loop back.
+YIELD_AFTER = 0.001
 INTERRUPTED = "Interrupted: the server process stopped during the run."
 
 
@@ -130,13 +132,13 @@ async def start_run(
             profile = await ProviderProfile.objects.filter(pk=conversation.profile_id).afirst()
         client = build_client(profile=profile)
     try:
-        run, request = await sync_to_async(_create_run)(
+        run, request, user_message = await sync_to_async(_create_run)(
             conversation=conversation, user=user, content=content, client=client
         )
     except RunRefused:
         await client.aclose()
         raise
-    publisher = RunPublisher(run)
+    publisher = RunPublisher(run, user_message=user_message)
     # A fresh context: a run started from an HTTP view must not inherit the request's thread
     # executor, which is gone once the response is sent.
     task = asyncio.create_task(
@@ -159,7 +161,8 @@ def cancel_run(run_id: int) -> bool:
 
 def _create_run(
     *, conversation: Conversation, user: Any, content: str | None, client: ChatClient
-) -> tuple[Run, agent.DebugRunRequest]:
+) -> tuple[Run, agent.DebugRunRequest, Message | None]:
+    """The new run (its conversation attached), the request to execute, the user message row."""
     if content is not None and len(content) > settings.AGENTLAB_MAX_MESSAGE_CHARS:
         raise RunRefused(
             f"The message is too long: {len(content):,} characters "
@@ -194,8 +197,9 @@ def _create_run(
                 model=parameters.model or client.model,
                 parameters=parameters.to_json(),
             )
+            user_message = None
             if content is not None:
-                transcripts.append_messages(
+                (user_message,) = transcripts.append_messages(
                     conversation, [agent.ChatMessage(role="user", content=content)], run=run
                 )
                 if not conversation.title:
@@ -203,7 +207,7 @@ def _create_run(
             conversation.save(update_fields=["title", "updated_at"])
     except IntegrityError:
         raise RunRefused("A run is already in progress in this conversation.") from None
-    return run, request
+    return run, request, user_message
 
 
 def _title_from(content: str) -> str:
@@ -251,9 +255,15 @@ async def execute_run(
     control = asyncio.create_task(_control(run, asyncio.current_task(), publisher))
     try:
         await tell(events.RunStarted())
+        resumed = time.monotonic()
         async for event in runtime.run(request):
             await recorder.record(event)
             await tell(event)
+            if time.monotonic() - resumed > YIELD_AFTER:
+                # A burst already buffered is parsed without a real await: let the sockets and
+                # the other runs have the loop now and then.
+                await asyncio.sleep(0)
+                resumed = time.monotonic()
     except asyncio.CancelledError:
 
         async def wind_up() -> None:

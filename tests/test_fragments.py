@@ -1,0 +1,95 @@
+"""RunPublisher's coalescing: the first token at once, then at most one frame per interval."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+from channels.layers import get_channel_layer
+
+from chat.agent import events
+from chat.fragments import RunPublisher
+from chat.models import Conversation, Message, Run
+
+INTERVAL = 0.05
+
+
+async def listen(run: Run) -> tuple[object, str]:
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(f"conversation.{run.conversation_id}", channel)
+    return layer, channel
+
+
+async def drain(layer: object, channel: str) -> list[str]:
+    frames = []
+    while True:
+        try:
+            async with asyncio.timeout(0.005):
+                frames.append((await layer.receive(channel))["html"])  # type: ignore[attr-defined]
+        except TimeoutError:
+            return frames
+
+
+def text_of(frame: str) -> str:
+    return "".join(re.findall(r'-text" hx-swap-oob="beforeend">(.*?)</span>', frame, re.S))
+
+
+@pytest.fixture
+def run() -> Run:
+    return Run(pk=9001, conversation_id=9001)
+
+
+async def test_the_first_token_is_published_before_the_next_one_is_taken(run: Run) -> None:
+    layer, channel = await listen(run)
+    publisher = RunPublisher(run, interval=INTERVAL)
+
+    await publisher(run, events.TextDelta("t0 "))
+
+    frames = await drain(layer, channel)
+    assert len(frames) == 1 and "t0 " in frames[0]
+
+
+async def test_a_burst_makes_one_frame_and_one_pending_flush(run: Run) -> None:
+    layer, channel = await listen(run)
+    publisher = RunPublisher(run, interval=INTERVAL)
+    await publisher(run, events.TextDelta("t0 "))
+    await asyncio.sleep(INTERVAL * 1.5)  # the next delta is due at once
+    await drain(layer, channel)
+    before = len(asyncio.all_tasks())
+
+    for number in range(1, 500):
+        await publisher(run, events.TextDelta(f"t{number} "))
+        assert len(asyncio.all_tasks()) <= before + 1
+
+    frames = await drain(layer, channel)
+    assert len(frames) == 1
+    assert text_of(frames[0]) == "".join(f"t{number} " for number in range(1, 500))
+
+
+async def test_late_deltas_still_go_out_after_a_quiet_spell(run: Run) -> None:
+    layer, channel = await listen(run)
+    publisher = RunPublisher(run, interval=INTERVAL)
+    await publisher(run, events.TextDelta("a"))
+    await asyncio.sleep(INTERVAL * 1.5)
+    await publisher(run, events.TextDelta("b"))
+    await publisher(run, events.TextDelta("c"))
+    await asyncio.sleep(INTERVAL * 0.5)
+
+    frames = await drain(layer, channel)
+    assert [text_of(frame) for frame in frames] == ["a", "bc"]
+    assert publisher.state.text == ["a", "bc"]
+
+
+def test_the_run_started_frame_needs_no_query() -> None:
+    """No django_db mark here: any query would raise."""
+    conversation = Conversation(pk=9001, title="Cards & pills")
+    run = Run(pk=9001, conversation=conversation, status="in_progress")
+    user = Message(pk=9001, conversation=conversation, index=0, role="user", content="<hi>")
+    publisher = RunPublisher(run, user_message=user)
+
+    html = asyncio.run(publisher._render(events.RunStarted()))
+
+    assert 'id="turn-9001"' in html and "&lt;hi&gt;" in html
+    assert "Cards &amp; pills" in html and 'id="reply-9001-text"' in html
