@@ -102,8 +102,10 @@ _SQLITE_OPTIONS = {
     "transaction_mode": "IMMEDIATE",
     "timeout": 20,
 }
+# Persistent connections: every database_sync_to_async call otherwise opens a new one.
+_PERSISTENT = {"conn_max_age": 600, "conn_health_checks": True}
 if database_url := os.environ.get("DATABASE_URL"):
-    DATABASES = {"default": dj_database_url.parse(database_url, conn_max_age=0)}
+    DATABASES = {"default": dj_database_url.parse(database_url, **_PERSISTENT)}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         DATABASES["default"]["OPTIONS"] = _SQLITE_OPTIONS
 else:
@@ -113,6 +115,8 @@ else:
             "ENGINE": "django.db.backends.sqlite3",
             "NAME": VAR_DIR / "agentlab.sqlite3",
             "OPTIONS": _SQLITE_OPTIONS,
+            "CONN_MAX_AGE": _PERSISTENT["conn_max_age"],
+            "CONN_HEALTH_CHECKS": _PERSISTENT["conn_health_checks"],
             # One file per test process, so parallel test runs do not share a database.
             "TEST": {"NAME": VAR_DIR / f"test-agentlab-{os.getpid()}.sqlite3"},
         }
