@@ -9,7 +9,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentlab_site.settings")
 django_asgi_app = get_asgi_application()
 
-from chat.startup import recover_on_start  # noqa: E402
+from chat.startup import freeze_start_up_objects, recover_on_start  # noqa: E402
 
 recover_on_start()
 
@@ -27,3 +27,4 @@ application = ProtocolTypeRouter(
         ),
     }
 )
+freeze_start_up_objects()

@@ -1,12 +1,16 @@
-"""What a server process does once as it starts: recover runs that a dead process left behind."""
+"""What a server process does once as it starts: recover runs that a dead process left behind,
+and take what start-up loaded out of the garbage collector's way."""
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 
 from django.db import DatabaseError, connections
+from django.template.loader import get_template
+from django.urls import get_resolver
 
 from chat import runs
 from chat.models import Run
@@ -54,3 +58,18 @@ def _recover() -> list[Run]:
             "recovered %d run(s) left in progress by a process that stopped", len(recovered)
         )
     return recovered
+
+
+def freeze_start_up_objects() -> None:
+    """Move everything loaded so far into the collector's permanent generation.
+
+    A full collection of a server's heap (Django, templates, URL patterns: ~100,000 objects)
+    paused the event loop for 60-100 ms every few seconds, which every stream felt. Frozen
+    objects are never traversed again, so a full collection only walks what runs create.
+    The hot templates and the URL patterns are loaded first so that they are frozen too.
+    """
+    get_resolver().url_patterns  # noqa: B018 (loads every URLconf)
+    for name in ("chat/conversation.html", "chat/sidebar.html", "base.html"):
+        get_template(name)
+    gc.collect()
+    gc.freeze()
