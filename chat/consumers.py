@@ -133,15 +133,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         try:
             await runs.start_run(
-                conversation=self.conversation, user=self.scope["user"], content=message
+                conversation=self.conversation,
+                user=self.scope["user"],
+                content=message,
+                sender=self.channel_name,
             )
         except runs.RunRefused as exc:
             await self.notice(str(exc))
-            return
-        # Only the sender's composer is emptied; other tabs keep what they typed.
-        await self.send(
-            text_data=render("composer", {"oob": True, "running": True, "max_message_chars": limit})
-        )
 
     async def notice(self, text: str) -> None:
         """An error for this socket only, shown above the composer."""
@@ -151,12 +149,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # Fragments touch no database: skip Channels' per-message aclose_old_connections, a
         # trip through the one sync thread that every run's database work also queues on.
         if message["type"] == "chat.fragment":
-            await self.send(text_data=message["html"])
+            await self.chat_fragment(message)
             return
         await super().dispatch(message)
 
     async def chat_fragment(self, event: dict[str, Any]) -> None:
-        await self.send(text_data=event["html"])
+        html = event["html"]
+        if event.get("sender") == self.channel_name:
+            # The run this socket started: its composer is emptied in the same frame.
+            html += event.get("sender_html", "")
+        await self.send(text_data=html)
 
 
 def _live_run(scope: dict[str, Any]) -> int | None:

@@ -8,6 +8,7 @@ not one frame per token.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
@@ -23,6 +25,7 @@ from chat.agent.tools import humanize
 from chat.models import Conversation, Message, ModelCall, Run, ToolCall
 from chat.rendering import markdown
 
+logger = logging.getLogger(__name__)
 TEMPLATE = "chat/conversation.html"
 FLUSH_INTERVAL = 0.04
 
@@ -144,10 +147,16 @@ class RunPublisher:
     """Listener that turns one run's events into fragments for the conversation's group."""
 
     def __init__(
-        self, run: Run, *, user_message: Message | None = None, interval: float = FLUSH_INTERVAL
+        self,
+        run: Run,
+        *,
+        user_message: Message | None = None,
+        sender: str | None = None,
+        interval: float = FLUSH_INTERVAL,
     ) -> None:
         self.run = run
         self.user_message = user_message
+        self.sender = sender
         self.group = f"conversation.{run.conversation_id}"
         self.layer = get_channel_layer()
         self.interval = interval
@@ -159,8 +168,14 @@ class RunPublisher:
         self._lock = asyncio.Lock()
         self._paragraph_break = False
         self._flushing: asyncio.Future[None] | None = None
+        self._opening: asyncio.Future[None] | None = None
 
     async def __call__(self, run: Run, event: events.RunEvent) -> None:
+        if isinstance(event, events.RunStarted):
+            # Rendered and sent from a task of its own, so that the runtime sends the provider
+            # request meanwhile instead of after it; every later frame waits for this one.
+            self._opening = asyncio.ensure_future(self._open())
+            return
         if isinstance(event, events.TextDelta | events.ReasoningDelta):
             first = not self._last_flush
             self._buffer(event)
@@ -173,6 +188,19 @@ class RunPublisher:
         async with self._lock:
             html = self._drain() + await self._render(event)
             await self._publish(html)
+
+    async def _open(self) -> None:
+        """The run's first frame: the user message, the empty reply, the running state."""
+        try:
+            html = await self._render(events.RunStarted())
+            if self.sender:
+                await self._group_send(
+                    html, sender=self.sender, sender_html=self._emptied_composer()
+                )
+            else:
+                await self._group_send(html)
+        except Exception:
+            logger.exception("run %s: the first frame was not sent", self.run.pk)
 
     def _buffer(self, event: events.TextDelta | events.ReasoningDelta) -> None:
         kind = "text" if isinstance(event, events.TextDelta) else "reasoning"
@@ -258,14 +286,36 @@ class RunPublisher:
         return render("live-reply", {"turn": turn, "live": self.state, "oob": True})
 
     async def send_snapshot(self, channel: str) -> None:
+        if self._opening is not None:
+            await self._opening
         async with self._lock:
             html = await self.snapshot() + render("run-state", {"running": True})
             await self.layer.send(channel, {"type": "chat.fragment", "html": html})
 
+    @staticmethod
+    def _emptied_composer() -> str:
+        return render(
+            "message-box",
+            {
+                "oob": True,
+                "running": True,
+                "max_message_chars": settings.AGENTLAB_MAX_MESSAGE_CHARS,
+            },
+        )
+
     async def _publish(self, html: str) -> None:
-        if html and self.layer is not None:
+        if html:
+            if self._opening is not None:
+                await self._opening
+            await self._group_send(html)
+
+    async def _group_send(self, html: str, **extra: str) -> None:
+        """Send a frame to every socket; `sender`/`sender_html` add HTML for one socket only."""
+        if self.layer is not None:
             self.frames += 1
-            await self.layer.group_send(self.group, {"type": "chat.fragment", "html": html})
+            await self.layer.group_send(
+                self.group, {"type": "chat.fragment", "html": html, **extra}
+            )
 
 
 def _merge(pending: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:

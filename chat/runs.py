@@ -119,12 +119,14 @@ async def start_run(
     content: str | None,
     client: ChatClient | None = None,
     listeners: Sequence[Listener] = (),
+    sender: str | None = None,
 ) -> RunHandle:
     """Validate, store the user message and a new Run, and start the run as its own task.
 
     With `content=None` the run continues the stored history (which must end with a user or a
     tool message). Raises RunRefused (another run is in progress, or the input is invalid);
-    then nothing is written.
+    then nothing is written. `sender` is the channel of the socket the message came from: its
+    composer is emptied by the run's first frame, the other tabs keep what they typed.
     """
     if client is None:
         profile = None
@@ -138,7 +140,7 @@ async def start_run(
     except RunRefused:
         await client.aclose()
         raise
-    publisher = RunPublisher(run, user_message=user_message)
+    publisher = RunPublisher(run, user_message=user_message, sender=sender)
     # A fresh context: a run started from an HTTP view must not inherit the request's thread
     # executor, which is gone once the response is sent.
     task = asyncio.create_task(

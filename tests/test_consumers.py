@@ -93,7 +93,7 @@ async def test_a_run_streams_indicator_pills_and_final_reply(use_client: Any) ->
     first = next(f for f in frames if 'id="transcript" hx-swap-oob="beforeend"' in f)
     assert "What time is it? Search the cards for pills too" in first
     assert 'data-running="true"' in first
-    assert any('id="composer"' in f and "hx-swap-oob" in f for f in frames)
+    assert '<textarea id="message"' in first and "disabled" in first  # the sender's box emptied
     assert "Looking up: Get current time, Search cards" in everything
     indicator_frames = [f for f in frames if 'id="indicator-' in f]
     assert "Looking up" not in indicator_frames[-1]
@@ -237,10 +237,15 @@ async def test_two_sockets_on_one_conversation_both_see_the_stream(use_client: A
     first = await connect(user, conversation)
     second = await connect(user, conversation)
     await send(first, "hi")
+    seen = {}
     for ws in (first, second):
-        final = (await frames_until(ws, DONE))[-1]
-        assert "shared reply" in final
+        frames = await frames_until(ws, DONE)
+        assert "shared reply" in frames[-1]
+        seen[ws] = "".join(frames)
         await ws.disconnect()
+    # Only the sender's composer is emptied; the other tab keeps what it typed.
+    assert '<textarea id="message"' in seen[first]
+    assert '<textarea id="message"' not in seen[second]
 
 
 async def test_reconnect_mid_run_catches_up(use_client: Any) -> None:

@@ -93,3 +93,20 @@ def test_the_run_started_frame_needs_no_query() -> None:
 
     assert 'id="turn-9001"' in html and "&lt;hi&gt;" in html
     assert "Cards &amp; pills" in html and 'id="reply-9001-text"' in html
+
+
+async def test_the_first_frame_goes_out_before_any_text_though_rendered_aside() -> None:
+    conversation = Conversation(pk=9002, title="Order")
+    run = Run(pk=9002, conversation=conversation, status="in_progress")
+    user = Message(pk=9002, conversation=conversation, index=0, role="user", content="hi")
+    layer, channel = await listen(run)
+    publisher = RunPublisher(run, user_message=user, sender=channel, interval=INTERVAL)
+
+    await publisher(run, events.RunStarted())
+    await publisher(run, events.StepStarted(1, 8))  # returns at once: the request goes out
+    assert not publisher._opening.done()  # type: ignore[union-attr]
+    await publisher(run, events.TextDelta("t0 "))
+
+    frames = await drain(layer, channel)
+    assert len(frames) == 2
+    assert 'id="turn-9002"' in frames[0] and text_of(frames[1]) == "t0 "
