@@ -30,10 +30,18 @@
     applyRunState();
     var transcript = document.getElementById("transcript");
     if (transcript) {
+      // Scroll once per animation frame, when the browser lays out anyway: scrolling inside the
+      // observer forced a layout for every frame the socket delivered.
+      var scrollPending = false;
       new MutationObserver(function () {
         var hint = document.getElementById("empty-hint");
         if (hint && transcript.children.length) hint.remove();
-        if (stick) window.scrollTo(0, document.documentElement.scrollHeight);
+        if (!stick || scrollPending) return;
+        scrollPending = true;
+        requestAnimationFrame(function () {
+          scrollPending = false;
+          if (stick) window.scrollTo(0, document.documentElement.scrollHeight);
+        });
       }).observe(transcript, { childList: true, subtree: true, characterData: true });
       window.scrollTo(0, document.documentElement.scrollHeight);
     }
