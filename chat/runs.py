@@ -52,6 +52,8 @@ WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 HEARTBEAT_INTERVAL = 10.0
 # A run whose process has not shown a sign of life for this long is taken as dead.
 STALE_AFTER = timedelta(seconds=60)
+# The events that show the reader the run has begun answering.
+_SHOWN = (events.TextDelta, events.ReasoningDelta, events.ToolCallStarted)
 # Seconds of continuous work after which a run gives the event loop back.
 YIELD_AFTER = 0.001
 INTERRUPTED = "Interrupted: the server process stopped during the run."
@@ -106,6 +108,55 @@ def wire_format(profile: ProviderProfile) -> WireFormat:
     )
 
 
+class StartFirst:
+    """Runs of this process that have shown nothing yet go before runs that already stream.
+
+    Under a burst of messages, starting a run (its transaction, its first frame, the provider
+    request) queued behind every stream already going, and the last conversation of the burst
+    waited for all of them. While any run is starting, a streaming run gives way for up to
+    HOLD seconds at a time instead of one loop iteration: everyone sees the reply begin, the
+    replies already streaming finish a little later.
+    """
+
+    HOLD = 0.1
+
+    def __init__(self) -> None:
+        self.starting = 0
+        self._clear: asyncio.Future[None] | None = None
+
+    def enter(self) -> Callable[[], None]:
+        """Count one starting run; call the returned function (as often as you like) to leave."""
+        self.starting += 1
+        left = False
+
+        def leave() -> None:
+            nonlocal left
+            if not left:
+                left = True
+                self.starting -= 1
+                if not self.starting:
+                    self._release()
+
+        return leave
+
+    def _release(self) -> None:
+        clear, self._clear = self._clear, None
+        if clear is not None and not clear.done() and not clear.get_loop().is_closed():
+            clear.set_result(None)
+
+    async def give_way(self) -> None:
+        """Wait until no run is starting, or for HOLD seconds at most."""
+        if not self.starting:
+            return
+        loop = asyncio.get_running_loop()
+        if self._clear is None or self._clear.done() or self._clear.get_loop() is not loop:
+            self._clear = loop.create_future()
+        await asyncio.wait([self._clear], timeout=self.HOLD)
+
+
+START_FIRST = StartFirst()
+
+
 @dataclass
 class RunHandle:
     run: Run
@@ -128,27 +179,44 @@ async def start_run(
     then nothing is written. `sender` is the channel of the socket the message came from: its
     composer is emptied by the run's first frame, the other tabs keep what they typed.
     """
-    if client is None:
-        profile = None
-        if conversation.profile_id is not None:
-            profile = await ProviderProfile.objects.filter(pk=conversation.profile_id).afirst()
-        client = build_client(profile=profile)
+    started = START_FIRST.enter()
     try:
-        run, request, user_message = await sync_to_async(_create_run)(
-            conversation=conversation, user=user, content=content, client=client
-        )
-    except RunRefused:
-        await client.aclose()
+        if client is None:
+            profile = None
+            if conversation.profile_id is not None:
+                profile = await ProviderProfile.objects.filter(pk=conversation.profile_id).afirst()
+            client = build_client(profile=profile)
+        try:
+            run, request, user_message = await sync_to_async(_create_run)(
+                conversation=conversation, user=user, content=content, client=client
+            )
+        except RunRefused:
+            await client.aclose()
+            raise
+    except BaseException:
+        started()
         raise
     publisher = RunPublisher(run, user_message=user_message, sender=sender)
     # A fresh context: a run started from an HTTP view must not inherit the request's thread
     # executor, which is gone once the response is sent.
     task = asyncio.create_task(
-        execute_run(run, request, client, listeners=[*listeners, publisher], publisher=publisher),
+        execute_run(
+            run,
+            request,
+            client,
+            listeners=[*listeners, publisher],
+            publisher=publisher,
+            started=started,
+        ),
         context=contextvars.Context(),
     )
     _tasks[run.pk] = task
-    task.add_done_callback(lambda _: _tasks.pop(run.pk, None))
+
+    def done(_: asyncio.Task[Run]) -> None:
+        _tasks.pop(run.pk, None)
+        started()  # a task cancelled before its first step never ran its own finally
+
+    task.add_done_callback(done)
     return RunHandle(run=run, task=task)
 
 
@@ -237,11 +305,13 @@ async def execute_run(
     *,
     listeners: Sequence[Listener] = (),
     publisher: RunPublisher | None = None,
+    started: Callable[[], None] | None = None,
 ) -> Run:
     """Drive DebugRuntime for one run, persisting as it goes and telling every listener.
 
     While it runs, it answers control messages (cancel, catch-up) on the conversation's
-    control group, so a socket in any process can stop it or catch up with it.
+    control group, so a socket in any process can stop it or catch up with it. `started` is
+    called once the run has shown something (see StartFirst).
     """
     recorder = _Recorder(run)
     runtime = DebugRuntime(client=client)
@@ -261,7 +331,13 @@ async def execute_run(
         async for event in runtime.run(request):
             await recorder.record(event)
             await tell(event)
-            if time.monotonic() - resumed > YIELD_AFTER:
+            if started is not None and isinstance(event, _SHOWN):
+                started()
+                started = None
+            if started is None and START_FIRST.starting:
+                await START_FIRST.give_way()
+                resumed = time.monotonic()
+            elif time.monotonic() - resumed > YIELD_AFTER:
                 # A burst already buffered is parsed without a real await: let the sockets and
                 # the other runs have the loop now and then.
                 await asyncio.sleep(0)
@@ -282,6 +358,8 @@ async def execute_run(
         finished = await recorder.stop(RunStatus.FAILED, f"Internal error: {type(exc).__name__}")
         await tell(finished)
     finally:
+        if started is not None:
+            started()
         heartbeat.cancel()
         control.cancel()
         await client.aclose()

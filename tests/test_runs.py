@@ -479,3 +479,42 @@ async def test_a_run_without_a_message_needs_something_to_answer() -> None:
     with pytest.raises(runs.RunRefused, match="must end with a user or a tool message"):
         await run_once(conversation, None, ScriptedChatClient(["x"]))  # type: ignore[arg-type]
     assert await Run.objects.acount() == 0
+
+
+async def test_start_first_holds_streaming_runs_only_while_others_start() -> None:
+    gate = runs.StartFirst()
+    loop = asyncio.get_running_loop()
+
+    began = loop.time()
+    await gate.give_way()  # nobody starting: no wait at all
+    assert loop.time() - began < 0.05
+
+    leave = gate.enter()
+    waiter = asyncio.ensure_future(gate.give_way())
+    await asyncio.sleep(0.02)
+    assert not waiter.done()  # held while a run starts
+    leave()
+    leave()  # leaving twice counts once
+    await asyncio.wait_for(waiter, 1)
+    assert gate.starting == 0
+
+    gate.HOLD = 0.05
+    stuck = gate.enter()
+    began = loop.time()
+    await gate.give_way()  # a start that never shows anything holds others HOLD at most
+    assert 0.04 < loop.time() - began < 0.5
+    stuck()
+
+
+async def test_a_refused_or_finished_run_leaves_the_starting_count() -> None:
+    conversation = await make_conversation()
+    owner = await database_sync_to_async(lambda: conversation.owner)()
+    handle = await runs.start_run(
+        conversation=conversation, user=owner, content="hi", client=ScriptedChatClient(["one"])
+    )
+    with pytest.raises(runs.RunRefused):
+        await runs.start_run(
+            conversation=conversation, user=owner, content="again", client=ScriptedChatClient()
+        )
+    await handle.task
+    assert runs.START_FIRST.starting == 0
