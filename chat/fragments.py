@@ -8,6 +8,7 @@ not one frame per token.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Iterable
@@ -28,6 +29,7 @@ from chat.rendering import markdown
 logger = logging.getLogger(__name__)
 TEMPLATE = "chat/conversation.html"
 FLUSH_INTERVAL = 0.04
+OPENING_WAIT = 0.025
 
 
 def render(partial: str, context: dict[str, Any]) -> str:
@@ -169,6 +171,7 @@ class RunPublisher:
         self._paragraph_break = False
         self._flushing: asyncio.Future[None] | None = None
         self._opening: asyncio.Future[None] | None = None
+        self._first_output = asyncio.Event()
 
     async def __call__(self, run: Run, event: events.RunEvent) -> None:
         if isinstance(event, events.RunStarted):
@@ -176,6 +179,8 @@ class RunPublisher:
             # request meanwhile instead of after it; every later frame waits for this one.
             self._opening = asyncio.ensure_future(self._open())
             return
+        if isinstance(event, events.ToolCallStarted | events.TurnEnd | events.RunFinished):
+            self._first_output.set()
         if isinstance(event, events.TextDelta | events.ReasoningDelta):
             first = not self._last_flush
             self._buffer(event)
@@ -190,9 +195,15 @@ class RunPublisher:
             await self._publish(html)
 
     async def _open(self) -> None:
-        """The run's first frame: the user message, the empty reply, the running state."""
+        """The run's first frame: the user message, the reply so far, the running state.
+
+        It waits up to OPENING_WAIT for the first words: a fast model's reply then starts in the
+        frame that shows the question, and the browser renders once instead of twice.
+        """
         try:
-            html = await self._render(events.RunStarted())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._first_output.wait(), OPENING_WAIT)
+            html = await self._render(events.RunStarted()) + self._drain()
             if self.sender:
                 await self._group_send(
                     html, sender=self.sender, sender_html=self._emptied_composer()
@@ -208,6 +219,7 @@ class RunPublisher:
         if kind == "text" and self._paragraph_break:
             text, self._paragraph_break = "\n\n" + text, False
         self._pending.append((kind, text))
+        self._first_output.set()
         if not self._last_flush or self._timer is not None:
             return
         if self._flushing is not None and not self._flushing.done():
@@ -223,6 +235,8 @@ class RunPublisher:
         self._flushing = asyncio.ensure_future(self.flush())
 
     async def flush(self) -> None:
+        if self._opening is not None:
+            await self._opening  # the first frame takes what is pending
         async with self._lock:
             await self._publish(self._drain())
 

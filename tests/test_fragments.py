@@ -8,6 +8,7 @@ import re
 import pytest
 from channels.layers import get_channel_layer
 
+from chat import fragments
 from chat.agent import events
 from chat.fragments import RunPublisher
 from chat.models import Conversation, Message, Run
@@ -95,7 +96,7 @@ def test_the_run_started_frame_needs_no_query() -> None:
     assert "Cards &amp; pills" in html and 'id="reply-9001-text"' in html
 
 
-async def test_the_first_frame_goes_out_before_any_text_though_rendered_aside() -> None:
+async def test_the_first_frame_is_rendered_aside_and_carries_the_first_words() -> None:
     conversation = Conversation(pk=9002, title="Order")
     run = Run(pk=9002, conversation=conversation, status="in_progress")
     user = Message(pk=9002, conversation=conversation, index=0, role="user", content="hi")
@@ -106,7 +107,24 @@ async def test_the_first_frame_goes_out_before_any_text_though_rendered_aside() 
     await publisher(run, events.StepStarted(1, 8))  # returns at once: the request goes out
     assert not publisher._opening.done()  # type: ignore[union-attr]
     await publisher(run, events.TextDelta("t0 "))
+    await publisher(run, events.TextDelta("t1 "))
 
     frames = await drain(layer, channel)
-    assert len(frames) == 2
-    assert 'id="turn-9002"' in frames[0] and text_of(frames[1]) == "t0 "
+    assert len(frames) == 1  # one render in the browser for the question and the first words
+    assert frames[0].index('id="turn-9002"') < frames[0].index('-text" hx-swap-oob="beforeend"')
+    assert text_of(frames[0]) == "t0 "
+    await asyncio.sleep(INTERVAL * 1.5)
+    assert [text_of(frame) for frame in await drain(layer, channel)] == ["t1 "]
+
+
+async def test_the_first_frame_does_not_wait_long_for_a_slow_model() -> None:
+    conversation = Conversation(pk=9003, title="Slow")
+    run = Run(pk=9003, conversation=conversation, status="in_progress")
+    layer, channel = await listen(run)
+    publisher = RunPublisher(run, interval=INTERVAL)
+
+    await publisher(run, events.RunStarted())
+    await asyncio.sleep(fragments.OPENING_WAIT + 0.02)
+
+    frames = await drain(layer, channel)
+    assert len(frames) == 1 and 'id="turn-9003"' in frames[0]
