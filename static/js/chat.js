@@ -4,18 +4,21 @@
 
   function composer() { return document.getElementById("composer"); }
 
+  // Called after every socket frame: touch the composer only when the run state changed, so a
+  // streamed text frame costs no style work here.
+  var shownRunning = null;
   function applyRunState() {
     var state = document.getElementById("run-state");
     var form = composer();
     if (!state || !form) return;
     var running = state.dataset.running === "true";
+    var box = document.getElementById("message");
+    if (running === shownRunning && box && box.disabled === running) return;
+    shownRunning = running;
     form.querySelectorAll("textarea, button").forEach(function (el) { el.disabled = running; });
     var stop = document.getElementById("stop");
     if (stop) stop.hidden = !running;
-    if (!running) {
-      var box = document.getElementById("message");
-      if (box && document.activeElement === document.body) box.focus();
-    }
+    if (!running && box && document.activeElement === document.body) box.focus();
   }
 
   // Keep the newest text in view while streaming, unless the reader has scrolled up.
