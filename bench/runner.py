@@ -13,6 +13,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -376,6 +377,9 @@ class Bench:
                         "first_painted": summary(sample.first_frame for sample in good),
                         "done": done,
                         "done_painted": summary(sample.done_frame for sample in good),
+                        "sent": summary(sample.sent for sample in good),
+                        "first_arrival": summary(sample.first_arrival for sample in good),
+                        "first_handled": summary(sample.first_handled for sample in good),
                     },
                     "overhead_ms": {
                         "first": _difference(first["p50"], direct_ttft["p50"]),
@@ -417,7 +421,12 @@ class Bench:
             results["coalescing"] = self.coalescing()
             results["browser"] = self.browser() if options.browser else None
             results["daphne"] = [
-                {"url": server.url, "pid": server.pid, "errors": server.errors()[:20]}
+                {
+                    "url": server.url,
+                    "pid": server.pid,
+                    "errors": server.errors()[:20],
+                    "log": _keep_log(server) if server.errors() else None,
+                }
                 for server in self.servers
             ]
             results["correctness"] = total_checks(
@@ -427,6 +436,15 @@ class Bench:
                 1 for reply in self.all_relayed if reply.completed is None
             )
         return results
+
+
+def _keep_log(server: Daphne) -> str:
+    """Copy the log of a daphne that logged errors out of the temporary directory."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    target = ROOT / "var" / "bench" / f"{stamp}-daphne-{server.port}.log"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(server.log, target)
+    return str(target)
 
 
 def _wall(replies: Sequence[RelayedReply]) -> float:
@@ -794,6 +812,17 @@ def render(report: dict[str, Any]) -> str:
                 rows,
             )
         )
+        parts.append(
+            "First token's way, p50 ms from the Enter key: "
+            + "; ".join(
+                f"{s['tokens']} tokens at {s['pace_ms']:g} ms/token: frame sent "
+                f"{_fmt(s['screen_ms']['sent']['p50'])}, first text frame arrives "
+                f"{_fmt(s['screen_ms']['first_arrival']['p50'])}, htmx done "
+                f"{_fmt(s['screen_ms']['first_handled']['p50'])}"
+                for s in report["browser"]
+                if "sent" in s["screen_ms"]
+            )
+        )
     db = report["db_writes"]
     parts += [
         "",
@@ -804,7 +833,8 @@ def render(report: dict[str, Any]) -> str:
     ]
     errors = [line for server in report["daphne"] for line in server["errors"]]
     if errors:
-        parts.append(f"daphne logged {len(errors)} error line(s): {errors[0][:200]}")
+        logs = ", ".join(server["log"] for server in report["daphne"] if server.get("log"))
+        parts.append(f"daphne logged {len(errors)} error line(s): {errors[0][:200]} (logs: {logs})")
     parts += ["", "Targets"]
     width = max(len(target["name"]) for target in report["targets"])
     for target in report["targets"]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,10 @@ class Command(BaseCommand):
         def log(line: str) -> None:
             self.stderr.write(f"· {line}")
 
+        def terminate(signum: int, frame: object) -> None:
+            raise SystemExit(128 + signum)  # unwinds, so the provider and daphne are stopped
+
+        signal.signal(signal.SIGTERM, terminate)
         report = runner.run(settings, log)
         runner.write_json(report, path)
         self.stdout.write(runner.render(report))
