@@ -127,8 +127,18 @@ if redis_url := os.environ.get("REDIS_URL"):
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {
-                # redis-py caps a pool at 100 connections; many sockets closing at once need more.
-                "hosts": [{"address": redis_url, "max_connections": 1_000}],
+                "hosts": [
+                    {
+                        "address": redis_url,
+                        # redis-py caps a pool at 100 connections; many sockets closing at once
+                        # need more.
+                        "max_connections": 1_000,
+                        # redis-py 8 gives up on a read after 5 s, exactly as long as the layer's
+                        # blocking receive waits: every socket idle for 5 s crashed.
+                        "socket_timeout": 30,
+                        "socket_connect_timeout": 5,
+                    }
+                ],
                 # Every socket of a process shares one Redis list: the default of 100 messages
                 # drops frames silently under a burst of runs.
                 "capacity": 10_000,

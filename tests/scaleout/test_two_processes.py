@@ -95,6 +95,20 @@ def test_a_socket_on_the_runs_own_process_streams_while_the_run_is_in_progress(
     assert "Slow lookup" in arrivals[-1][1]
 
 
+def test_a_socket_idle_for_longer_than_the_layers_blocking_read_still_works(site: Site) -> None:
+    """The layer blocks 5 s per read on Redis; a 5 s client read timeout used to crash sockets."""
+    session, conversation = site.make_user_and_conversation("edsger")
+
+    async def scenario() -> str:
+        with site.server() as a:
+            async with socket(a, session, conversation) as on_a:
+                await asyncio.sleep(6.5)
+                await send(on_a, "still there?")
+                return (await frames_until(on_a, DONE))[-1]
+
+    assert "still there?" in asyncio.run(scenario())
+
+
 def test_stop_from_one_process_ends_a_run_owned_by_another(site: Site) -> None:
     session, conversation = site.make_user_and_conversation("grace")
 
