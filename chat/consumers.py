@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 from urllib.parse import parse_qs
 
+from autobahn.exception import Disconnected
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
@@ -14,6 +16,8 @@ from django.conf import settings
 from chat import runs
 from chat.fragments import render, turn_for_run
 from chat.models import Conversation, RunStatus
+
+logger = logging.getLogger(__name__)
 
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
@@ -158,7 +162,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if event.get("sender") == self.channel_name:
             # The run this socket started: its composer is emptied in the same frame.
             html += event.get("sender_html", "")
-        await self.send(text_data=html)
+        try:
+            await self.send(text_data=html)
+        except Disconnected:
+            # The tab closed between a frame's publication and daphne telling this consumer;
+            # the run goes on, and the disconnect that follows ends the consumer.
+            logger.debug("conversation %s: a frame for a closed socket", self.conversation.pk)
 
 
 def _live_run(scope: dict[str, Any]) -> int | None:

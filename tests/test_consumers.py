@@ -427,3 +427,23 @@ async def test_a_page_that_showed_a_run_live_gets_the_final_reply_if_it_ended_me
     frame = await communicator.receive_from(timeout=5)
     assert f'id="reply-{run.pk}"' in frame and "all done" in frame and DONE in frame
     await communicator.disconnect()
+
+
+async def test_a_frame_for_a_socket_that_just_closed_is_dropped_quietly(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from autobahn.exception import Disconnected
+
+    from chat.consumers import ChatConsumer
+
+    user = await make_user()
+    conversation = await make_conversation(user)
+    consumer = ChatConsumer()
+    consumer.conversation = conversation
+    consumer.channel_name = "specific.x!y"
+
+    async def closed(**_: object) -> None:
+        raise Disconnected("Attempt to send on a closed protocol")
+
+    monkeypatch.setattr(consumer, "send", closed)
+    await consumer.chat_fragment({"type": "chat.fragment", "html": "<p>late</p>"})
