@@ -247,10 +247,11 @@ def _create_run(
                 raise RunRefused(
                     f"The agent settings of this conversation are invalid: {validation_text(exc)}"
                 ) from None
+            rows = list(conversation.messages.order_by("index"))
             try:
                 request = agent.DebugRunRequest(
                     parameters=parameters,
-                    history=tuple(transcripts.load_history(conversation)),
+                    history=tuple(transcripts.to_chat_messages(rows)),
                     user_message=content,
                 )
             except ValueError as exc:
@@ -270,7 +271,10 @@ def _create_run(
             user_message = None
             if content is not None:
                 (user_message,) = transcripts.append_messages(
-                    conversation, [agent.ChatMessage(role="user", content=content)], run=run
+                    conversation,
+                    [agent.ChatMessage(role="user", content=content)],
+                    run=run,
+                    start=rows[-1].index + 1 if rows else 0,
                 )
                 if not conversation.title:
                     conversation.title = _title_from(content)

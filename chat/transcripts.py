@@ -47,10 +47,18 @@ def next_index(conversation: Conversation) -> int:
 
 
 def append_messages(
-    conversation: Conversation, messages: Sequence[agent.ChatMessage], **fields: object
+    conversation: Conversation,
+    messages: Sequence[agent.ChatMessage],
+    *,
+    start: int | None = None,
+    **fields: object,
 ) -> list[Message]:
-    """Append values at the end of the stored transcript (call inside a transaction)."""
-    start = next_index(conversation)
+    """Append values at the end of the stored transcript (call inside a transaction).
+
+    `start` is the next free index when the caller already knows it (it saves a query).
+    """
+    if start is None:
+        start = next_index(conversation)
     return Message.objects.bulk_create(
         Message(conversation=conversation, index=start + offset, **message_fields(m), **fields)
         for offset, m in enumerate(messages)
