@@ -247,19 +247,24 @@ def _create_run(
                 raise RunRefused(
                     f"The agent settings of this conversation are invalid: {validation_text(exc)}"
                 ) from None
-            rows = list(conversation.messages.order_by("index"))
-            try:
-                request = agent.DebugRunRequest(
-                    parameters=parameters,
-                    history=tuple(transcripts.to_chat_messages(rows)),
-                    user_message=content,
-                )
-            except ValueError as exc:
-                raise RunRefused(validation_text(exc)) from None
+
+            def load() -> tuple[list[Message], agent.DebugRunRequest]:
+                rows = list(conversation.messages.order_by("index"))
+                try:
+                    return rows, agent.DebugRunRequest(
+                        parameters=parameters,
+                        history=tuple(transcripts.to_chat_messages(rows)),
+                        user_message=content,
+                    )
+                except ValueError as exc:
+                    raise RunRefused(validation_text(exc)) from None
+
+            rows, request = load()
             for active in conversation.runs.filter(status=RunStatus.IN_PROGRESS):
                 if not _is_dead(active):
                     raise RunRefused("A run is already in progress in this conversation.")
                 interrupt(active)
+                rows, request = load()  # the repair answered the run's dangling tool calls
             run = Run.objects.create(
                 conversation=conversation,
                 created_by=user,
