@@ -320,7 +320,8 @@ async def execute_run(
 
     While it runs, it answers control messages (cancel, catch-up) on the conversation's
     control group, so a socket in any process can stop it or catch up with it. `started` is
-    called once the run has shown something (see StartFirst).
+    called once the run has shown something (see StartFirst); start_run also calls it when
+    the task ends.
     """
     recorder = _Recorder(run)
     runtime = DebugRuntime(client=client)
@@ -367,8 +368,6 @@ async def execute_run(
         finished = await recorder.stop(RunStatus.FAILED, f"Internal error: {type(exc).__name__}")
         await tell(finished)
     finally:
-        if started is not None:
-            started()
         heartbeat.cancel()
         control.cancel()
         await client.aclose()

@@ -430,7 +430,7 @@ async def test_a_page_that_showed_a_run_live_gets_the_final_reply_if_it_ended_me
 
 
 async def test_a_frame_for_a_socket_that_just_closed_is_dropped_quietly(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     from autobahn.exception import Disconnected
 
@@ -442,8 +442,16 @@ async def test_a_frame_for_a_socket_that_just_closed_is_dropped_quietly(
     consumer.conversation = conversation
     consumer.channel_name = "specific.x!y"
 
-    async def closed(**_: object) -> None:
+    attempts: list[object] = []
+
+    async def closed(**frame: object) -> None:
+        attempts.append(frame["text_data"])
         raise Disconnected("Attempt to send on a closed protocol")
 
     monkeypatch.setattr(consumer, "send", closed)
-    await consumer.chat_fragment({"type": "chat.fragment", "html": "<p>late</p>"})
+    with caplog.at_level("DEBUG", logger="chat.consumers"):
+        await consumer.chat_fragment({"type": "chat.fragment", "html": "<p>late</p>"})
+
+    assert attempts == ["<p>late</p>"]  # it was tried, and the error did not escape
+    assert "a frame for a closed socket" in caplog.text
+    assert not [r for r in caplog.records if r.levelname in ("ERROR", "WARNING")]
