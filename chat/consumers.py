@@ -15,7 +15,7 @@ from django.conf import settings
 
 from chat import runs
 from chat.fragments import render, turn_for_run
-from chat.models import Conversation, RunStatus
+from chat.models import Conversation
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.group = conversation.group_name
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        if await conversation.runs.filter(status=RunStatus.IN_PROGRESS).aexists():
+        if await conversation.runs.in_progress().aexists():
             await runs.request_catch_up(conversation.pk, self.channel_name)
         elif live := _live_run(self.scope):
             # The page showed this run streaming, but it ended before the socket opened.
@@ -128,12 +128,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def send_message(self, message: Any) -> None:
         if not isinstance(message, str):
             await self.notice("A send frame needs a message (a string).")
-            return
-        limit = settings.AGENTLAB_MAX_MESSAGE_CHARS
-        if len(message) > limit:
-            await self.notice(
-                f"The message is too long: {len(message):,} characters (limit {limit:,})."
-            )
             return
         try:
             await runs.start_run(

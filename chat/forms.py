@@ -1,4 +1,5 @@
-"""Forms: the agent settings panel validates through AgentParameters, the single source of rules."""
+"""Forms: agent settings (validated through AgentParameters, the single source of rules),
+provider profiles, and the edited tool result of a fork."""
 
 from __future__ import annotations
 
@@ -12,13 +13,14 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from pydantic import ValidationError
 
 from chat import agent
-from chat.agent.contracts import MAX_EVENT_LOOPS
+from chat.agent.contracts import MAX_EVENT_LOOPS, error_text
 from chat.agent.messages import ROLES
+from chat.agent.redaction import looks_secret
 from chat.models import Conversation, ProviderProfile
+from chat.transcripts.forks import MAX_TOOL_RESULT_CHARS
 
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 DEFAULT_PROVIDER_LABEL = "Default (environment)"
-_SECRET_HINTS = ("auth", "key", "token", "secret", "password", "signature")
 
 
 def key_env_problem(name: str) -> str | None:
@@ -42,7 +44,7 @@ def base_url_problem(url: str) -> str | None:
             "environment variable and give its name instead."
         )
     names = [name for name, _ in parse_qsl(parts.query, keep_blank_values=True)]
-    if any(hint in name.lower() for name in names for hint in _SECRET_HINTS):
+    if any(looks_secret(name) for name in names):
         return (
             "The base URL carries a key in its query string: keys are never stored here; put "
             "the key in an environment variable and give its name instead."
@@ -212,7 +214,7 @@ class AgentSettings:
 
     def _attach(self, exc: ValidationError, pre_forms: list[forms.Form]) -> None:
         for error in exc.errors():
-            message = str(error["msg"]).removeprefix("Value error, ")
+            message = error_text(error)
             loc = error["loc"]
             if loc and loc[0] == "pre_messages":
                 index = _index_in(message, loc)
@@ -257,3 +259,23 @@ def _index_in(message: str, loc: tuple[Any, ...]) -> int | None:
     if "pre_messages[" in message:
         return int(message.split("pre_messages[", 1)[1].split("]", 1)[0])
     return None
+
+
+class ToolForkForm(forms.Form):
+    result = forms.CharField(
+        required=False,
+        strip=False,
+        max_length=MAX_TOOL_RESULT_CHARS,
+        widget=forms.Textarea(attrs={"rows": 10, "spellcheck": "false"}),
+        label="Result the model sees",
+        error_messages={
+            "max_length": "The result is too long: %(show_value)s characters "
+            "(the limit is %(limit_value)s)."
+        },
+    )
+    failed = forms.BooleanField(
+        required=False,
+        label="Mark as failed",
+        help_text='The model gets {"error": <the text above>}. Leave the text unchanged to say '
+        "only that the call was marked failed by the user.",
+    )

@@ -25,6 +25,7 @@ from chat.agent import events
 from chat.agent.tools import humanize
 from chat.models import Conversation, Message, ModelCall, Run, ToolCall
 from chat.rendering import markdown
+from chat.templatetags.chat_tags import pill
 
 logger = logging.getLogger(__name__)
 TEMPLATE = "chat/conversation.html"
@@ -284,7 +285,7 @@ class RunPublisher:
                 state.finished.append(result)
                 return render("indicator", {"key": key, "live": state, "oob": True}) + (
                     f'<span id="pills-{key}" hx-swap-oob="beforeend">'
-                    + render("live-pill", {"result": result})
+                    + pill(result.tool_call.name, result.status, result.error or "")
                     + "</span>"
                 )
             case events.RunFinished():

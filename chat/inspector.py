@@ -7,8 +7,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from chat.admin import redact
+from chat.agent.redaction import redact
 from chat.models import ModelCall, Run, ToolCall
+from chat.runs.providers import endpoint, known_keys
 
 MAX_RAW_ROWS = 2000
 
@@ -18,12 +19,15 @@ class Step:
     number: int
     model_call: ModelCall | None
     tool_calls: list[ToolCall] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)
 
     @property
     def request_json(self) -> str:
         if self.model_call is None:
             return ""
-        return json.dumps(redact(self.model_call.request), indent=2, ensure_ascii=False)
+        return json.dumps(
+            redact(self.model_call.request, self.secrets), indent=2, ensure_ascii=False
+        )
 
     @property
     def curl(self) -> str:
@@ -31,7 +35,7 @@ class Step:
         call = self.model_call
         if call is None or not call.url.startswith("http"):
             return ""
-        body = json.dumps(redact(call.request), ensure_ascii=False)
+        body = json.dumps(redact(call.request, self.secrets), ensure_ascii=False)
         return (
             f"curl -N {shlex.quote(call.url)} \\\n"
             f'  -H "Authorization: Bearer ${key_variable(call)}" \\\n'
@@ -53,8 +57,8 @@ class Step:
 
 
 def key_variable(call: ModelCall) -> str:
-    profile = call.run.conversation.profile
-    return profile.api_key_env if profile is not None and profile.api_key_env else "OPENAI_API_KEY"
+    """The variable the request's key comes from; a curl command names it, never its value."""
+    return endpoint(call.run.conversation.profile).key_variable or "OPENAI_API_KEY"
 
 
 def steps(run: Run) -> list[Step]:
@@ -63,9 +67,11 @@ def steps(run: Run) -> list[Step]:
         call.step: call
         for call in run.model_calls.select_related("run__conversation__profile").order_by("step")
     }
-    found: dict[int, Step] = {number: Step(number, call) for number, call in model_calls.items()}
+    secrets = known_keys()
+    found = {number: Step(number, call, secrets=secrets) for number, call in model_calls.items()}
     for tool_call in run.tool_calls.order_by("step", "position", "pk"):
-        found.setdefault(tool_call.step, Step(tool_call.step, None)).tool_calls.append(tool_call)
+        step = found.setdefault(tool_call.step, Step(tool_call.step, None, secrets=secrets))
+        step.tool_calls.append(tool_call)
     return [found[number] for number in sorted(found)]
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.urls import include, path
+from django.urls import path
 
 from chat import views
 
@@ -13,5 +13,6 @@ urlpatterns = [
     path("c/<int:pk>/rename/", views.conversation_rename, name="conversation_rename"),
     path("c/<int:pk>/delete/", views.conversation_delete, name="conversation_delete"),
     path("c/<int:pk>/runs/<int:run_pk>/inspect/", views.run_inspect, name="run_inspect"),
-    path("", include("chat.fork_urls")),
+    path("c/<int:pk>/fork/message/<int:index>/", views.fork_message, name="fork_message"),
+    path("c/<int:pk>/fork/tool/<int:tool_call_pk>/", views.fork_tool_call, name="fork_tool_call"),
 ]

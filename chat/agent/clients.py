@@ -22,6 +22,7 @@ from .contracts import AgentParameters
 from .errors import ChatClientError, ProviderConnectionError, ProviderHTTPError, StreamError
 from .events import ModelRequestSent, StreamItem
 from .messages import ChatMessage, EmptyContent
+from .redaction import looks_secret, redact_text
 from .stream import ChatCompletionStreamParser
 from .tools import ToolDefinition
 from .wire import WireFormat
@@ -31,8 +32,6 @@ logger = logging.getLogger(__name__)
 DEFAULT_PARAMETERS = AgentParameters()
 DEFAULT_WIRE = WireFormat()
 MAX_ERROR_CHARS = 2000
-REDACTED = "[REDACTED]"
-_SECRET_HINTS = ("auth", "key", "token", "secret", "password", "signature")
 # Failures where the request cannot have been processed (or the server dropped it unanswered).
 # Read and write timeouts are not retried: the server may still be generating.
 _RETRYABLE_ERRORS = (
@@ -149,7 +148,7 @@ class OpenAICompatibleChatClient:
             self._secrets.add(api_key)
         for name, value in (extra_headers or {}).items():
             self._headers[name] = value
-            if _looks_secret(name):
+            if looks_secret(name):
                 self._secrets.add(value.removeprefix("Bearer ").strip())
         self._secrets.discard("")
         self._timeout = httpx.Timeout(
@@ -376,9 +375,7 @@ class OpenAICompatibleChatClient:
         return self._redact(text)
 
     def _redact(self, text: str) -> str:
-        for secret in sorted(self._secrets, key=len, reverse=True):
-            text = text.replace(secret, REDACTED)
-        return text
+        return redact_text(text, self._secrets)
 
 
 @functools.cache
@@ -396,7 +393,7 @@ def _split_base_url(base_url: str) -> tuple[str, httpx.QueryParams, set[str]]:
         _, _, password = userinfo.partition(":")
         secrets.update({userinfo, unquote(userinfo), password, unquote(password)})
     params = parse_qsl(parts.query, keep_blank_values=True)
-    secrets.update(value for name, value in params if _looks_secret(name))
+    secrets.update(value for name, value in params if looks_secret(name))
     secrets.discard("")
     url = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
     return url, httpx.QueryParams(parts.query), secrets
@@ -405,10 +402,6 @@ def _split_base_url(base_url: str) -> tuple[str, httpx.QueryParams, set[str]]:
 def _display(url: str) -> str:
     parts = urlsplit(url)
     return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
-
-
-def _looks_secret(name: str) -> bool:
-    return any(hint in name.lower() for hint in _SECRET_HINTS)
 
 
 def _provider_message(text: str, reason: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
@@ -11,6 +12,27 @@ from .tools import ToolRegistry, default_registry
 
 MAX_USER_MESSAGE_CHARS = 32_000
 MAX_EVENT_LOOPS = 50
+
+
+def validation_text(exc: ValueError, *, unnamed: Collection[str] = ()) -> str:
+    """A pydantic ValidationError as one readable line: "field: what is wrong; ...".
+
+    Fields in `unnamed` are not named: their messages say what they are about.
+    """
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc)
+    parts = []
+    for error in errors():
+        where = ".".join(str(part) for part in error["loc"])
+        shown = where and where not in unnamed
+        parts.append(f"{where}: {error_text(error)}" if shown else error_text(error))
+    return "; ".join(parts)
+
+
+def error_text(error: Mapping[str, Any]) -> str:
+    """One pydantic error's message without pydantic's "Value error, " prefix."""
+    return str(error["msg"]).removeprefix("Value error, ")
 
 
 def _registry(info: ValidationInfo) -> ToolRegistry:
@@ -76,13 +98,20 @@ class DebugRunRequest(BaseModel):
 
     parameters: AgentParameters = AgentParameters()
     history: tuple[ChatMessage, ...] = ()
-    user_message: Annotated[str, Field(max_length=MAX_USER_MESSAGE_CHARS)] | None
+    user_message: str | None
 
     @field_validator("user_message")
     @classmethod
-    def _not_blank(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
+    def _not_blank_nor_too_long(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        if not value.strip():
             raise ValueError("the message is empty")
+        limit = (info.context or {}).get("max_message_chars", MAX_USER_MESSAGE_CHARS)
+        if len(value) > limit:
+            raise ValueError(
+                f"The message is too long: {len(value):,} characters (the limit is {limit:,})."
+            )
         return value
 
     @model_validator(mode="after")

@@ -1,13 +1,101 @@
+"""Template tags and filters for the chat pages and the admin: tool pills, pretty JSON, folded
+text, tool display names."""
+
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from django import template
+from django.template.loader import render_to_string
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from chat.agent.tools import humanize
 
 register = template.Library()
+
+FOLD_AT = 600
+"""Longer texts show their first FOLD_AT characters, with the whole text one click away."""
+PILL_TEMPLATE = "chat/pill.html"
+STATUS_TITLES = {
+    "in_progress": "In progress",
+    "completed": "Completed",
+    "failed": "Failed",
+    "cancelled": "Cancelled",
+    "unknown": "No execution log",
+}
 
 
 @register.filter
 def humanize_tool(name: str) -> str:
     """Display name of a tool: `search_cards` -> "Search cards"."""
     return humanize(str(name))
+
+
+def pretty(text: str | None) -> str:
+    """JSON text indented for reading; any other text as it is."""
+    if not text:
+        return text or ""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(value, dict | list):
+        return text
+    return json.dumps(value, indent=2, ensure_ascii=False)
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    """A JSON string or a decoded JSON value, indented."""
+    if isinstance(value, str):
+        return pretty(value)
+    return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@register.filter
+def seconds(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f} s"
+
+
+@register.simple_tag
+def folded(text: str | None, limit: int = FOLD_AT) -> SafeString:
+    """Text in a <pre>; past `limit` characters, folded in a <details> that states the size.
+
+    Never cut silently: the summary shows the start and the size, the whole text is inside.
+    """
+    text = text or ""
+    if len(text) <= limit:
+        return format_html('<pre class="chat-pre">{}</pre>', text) if text else SafeString("")
+    return format_html(
+        '<details class="chat-fold"><summary><pre class="chat-pre">{}…</pre>'
+        '<span class="chat-size">{} characters in all: show everything</span></summary>'
+        '<pre class="chat-pre">{}</pre></details>',
+        text[:limit],
+        f"{len(text):,}",
+        text,
+    )
+
+
+def pill(name: str, status: str = "", error: str = "", url: str = "", element_id: str = "") -> str:
+    """A tool call as a pill, the one markup the chat, the live stream and the admin share.
+
+    Its class says the status (`pill-failed` is struck through); its title says why it failed.
+    """
+    status = status or "unknown"
+    context = {
+        "name": humanize(name),
+        "status": status,
+        "title": error or STATUS_TITLES.get(status, status.replace("_", " ").capitalize()),
+        "url": url,
+        "id": element_id,
+    }
+    return render_to_string(PILL_TEMPLATE, context)
+
+
+@register.simple_tag
+def tool_pill(
+    name: str, status: str = "", error: str = "", url: str = "", element_id: str = ""
+) -> str:
+    return pill(name, status, error, url, element_id)

@@ -11,7 +11,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
-from chat import probes
+from chat.agent import probes
+from chat.agent.redaction import redact_text
 from chat.forms import ProviderProfileForm, base_url_problem, key_env_problem, key_is_set
 from chat.models import ProviderProfile
 
@@ -154,7 +155,7 @@ def save_profile(
     if secret:
         # Provider messages quoted in the notes pass through the client's redaction already;
         # this is the belt to that brace.
-        fields["notes"] = fields["notes"].replace(secret, "[REDACTED]")
+        fields["notes"] = redact_text(fields["notes"], [secret])
     with transaction.atomic():
         instance = ProviderProfile.objects.select_for_update().filter(name=name).first()
         form = ProviderProfileForm(

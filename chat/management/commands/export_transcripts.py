@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import time
 from typing import IO, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from chat import exports
+from chat.management.terminal import Progress, parse_since, plain, user_named
 from chat.models import Conversation
+from chat.transcripts import export
+from chat.transcripts.records import ExportRefused, NothingToExport
 
 
 class Command(BaseCommand):
@@ -41,28 +42,25 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            user = exports.user_named(options["user"]) if options["user"] else None
-            since = exports.parse_since(options["since"]) if options["since"] else None
-        except (LookupError, ValueError) as exc:
-            raise CommandError(str(exc)) from None
+        user = user_named(options["user"]) if options["user"] else None
+        since = parse_since(options["since"]) if options["since"] else None
         wanted = options["conversation"]
         if wanted is not None and not Conversation.objects.filter(pk=wanted).exists():
             raise CommandError(f"No conversation {wanted}.")
-        conversations = exports.select(user=user, since=since, conversation=wanted)
+        conversations = export.select(user=user, since=since, conversation=wanted)
         full = options["format"] == "full"
         show = options["progress"] if options["progress"] is not None else self.stderr.isatty()
         progress = Progress(self.stderr, total=conversations.count(), enabled=show)
         output = self._open(options["output"])
         written, skipped, empty = 0, 0, 0
         try:
-            rows = exports.for_export(conversations, full=full).iterator(chunk_size=100)
-            for conversation, record in exports.records(rows, full=full):
+            rows = conversations.for_export(full=full).iterator(chunk_size=100)
+            for conversation, record in export.records(rows, full=full):
                 progress.advance()
-                if isinstance(record, exports.NothingToExport):
+                if isinstance(record, NothingToExport):
                     empty += 1
                     continue
-                if isinstance(record, exports.ExportRefused):
+                if isinstance(record, ExportRefused):
                     skipped += 1
                     progress.interrupt()
                     self.stderr.write(f"conversation {conversation.pk}: left out: {record}")
@@ -82,7 +80,7 @@ class Command(BaseCommand):
         if skipped:
             notes.append(f"{skipped} left out")
         summary = f"Exported {written} conversation(s){where} ({options['format']} format)"
-        self.stderr.write(summary + (f"; {', '.join(notes)}." if notes else "."), style_func=_plain)
+        self.stderr.write(summary + (f"; {', '.join(notes)}." if notes else "."), style_func=plain)
         if skipped:
             raise CommandError(f"{skipped} conversation(s) left out: see the messages above.")
 
@@ -93,47 +91,3 @@ class Command(BaseCommand):
             return open(path, "w", encoding="utf-8")
         except OSError as exc:
             raise CommandError(f"Cannot write {path}: {exc.strerror}.") from None
-
-
-def _plain(text: str) -> str:
-    return text
-
-
-class Progress:
-    """A one-line progress bar on stderr, redrawn at most ten times a second."""
-
-    WIDTH = 30
-
-    def __init__(self, stream: Any, *, total: int, enabled: bool) -> None:
-        self.stream = stream
-        self.total = total
-        self.enabled = enabled and total > 0
-        self.done = 0
-        self.drawn_at = 0.0
-        self.visible = False
-
-    def advance(self) -> None:
-        self.done += 1
-        now = time.monotonic()
-        if self.enabled and (now - self.drawn_at >= 0.1 or self.done == self.total):
-            self.drawn_at = now
-            self._draw()
-
-    def interrupt(self) -> None:
-        """End the bar's line so a message can be written; it is redrawn on the next step."""
-        if self.visible:
-            self.stream.write("", style_func=_plain)
-            self.visible = False
-
-    def close(self) -> None:
-        if self.visible:
-            self._draw()
-            self.interrupt()
-
-    def _draw(self) -> None:
-        filled = self.WIDTH * self.done // self.total
-        bar = "#" * filled + "." * (self.WIDTH - filled)
-        text = f"\rExporting [{bar}] {self.done}/{self.total} conversations"
-        self.stream.write(text, style_func=_plain, ending="")
-        self.stream.flush()
-        self.visible = True

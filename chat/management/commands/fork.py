@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
-from django.contrib.auth import get_user_model
-from django.core.management.base import CommandError, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from chat import forks, runs
-from chat.management.commands import chat
-from chat.models import Conversation, Message, Run
+from chat.management.terminal import RunPrinter, finish, run_summary, run_to_end, user_named
+from chat.models import Conversation, Message
+from chat.transcripts import forks
 
 
-class Command(chat.Command):
+class Command(BaseCommand):
     """Streams the continuation the way `manage.py chat` streams a reply."""
 
     help = (
@@ -81,8 +79,12 @@ class Command(chat.Command):
             )
         run = None
         if editing and not options["no_continue"]:
-            run = asyncio.run(self._continue(fork, owner, quiet=options["json"]))
-            run.refresh_from_db()
+            run = run_to_end(
+                conversation=fork,
+                user=owner,
+                content=None,
+                printer=None if options["json"] else RunPrinter(self.stdout, self.stderr),
+            )
         if options["json"]:
             summary = {
                 "conversation": fork.pk,
@@ -90,41 +92,19 @@ class Command(chat.Command):
                 "forked_at": fork.forked_at,
                 "messages": copied,
                 "edited_tool_call": call_id if editing else None,
-                "run": chat._summary(run) if run is not None else None,
+                "run": run_summary(run) if run is not None else None,
             }
             self.stdout.write(json.dumps(summary, ensure_ascii=False, indent=2))
-        elif run is not None:
-            self.stdout.write(
-                f"[{run.model_label} · run {run.pk} {run.status} · conversation {fork.pk} · "
-                f"{run.prompt_tokens} prompt + {run.completion_tokens} completion tokens · "
-                f"{run.steps} step(s) · {run.duration or 0:.2f}s]"
-            )
-        if run is not None and run.status != "completed":
-            raise CommandError(run.error or f"The run ended {run.status}.")
+        if run is not None:
+            finish(run, label=run.model_label, stdout=self.stdout, as_json=options["json"])
 
     def _owner(self, parent: Conversation, username: str | None) -> Any:
         if not username:
             return parent.owner
-        User = get_user_model()
-        try:
-            user = User.objects.get(**{User.USERNAME_FIELD: username})
-        except User.DoesNotExist:
-            raise CommandError(f"No user named {username!r}.") from None
+        user = user_named(username)
         if user.pk != parent.owner_id:
             raise CommandError(f"Conversation {parent.pk} does not belong to {username!r}.")
         return user
-
-    async def _continue(self, fork: Conversation, owner: Any, *, quiet: bool) -> Run:
-        try:
-            handle = await runs.start_run(
-                conversation=fork,
-                user=owner,
-                content=None,
-                listeners=[] if quiet else [self._print],
-            )
-        except runs.RunRefused as exc:
-            raise CommandError(str(exc)) from None
-        return await handle.task
 
 
 def implied_call(rows: list[Message], at: int) -> tuple[str, int]:

@@ -8,7 +8,9 @@ from typing import IO, Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
-from chat import exports
+from chat.management.terminal import user_named
+from chat.transcripts.imports import import_record
+from chat.transcripts.records import ImportRefused, parse_line
 
 
 class Command(BaseCommand):
@@ -31,10 +33,7 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        try:
-            user = exports.user_named(options["user"]) if options["user"] else None
-        except LookupError as exc:
-            raise CommandError(str(exc)) from None
+        user = user_named(options["user"]) if options["user"] else None
         path = options["file"]
         stream = self._open(path)
         imported, failed = 0, 0
@@ -43,13 +42,13 @@ class Command(BaseCommand):
                 if not raw.strip():
                     continue
                 try:
-                    record = exports.parse_line(raw.decode("utf-8"))
-                    conversation, warnings = exports.import_record(record, user=user)
+                    record = parse_line(raw.decode("utf-8"))
+                    conversation, warnings = import_record(record, user=user)
                 except UnicodeDecodeError as exc:
                     failed += 1
                     self.stderr.write(f"line {number}: not UTF-8 text: {exc.reason}")
                     continue
-                except (exports.ImportRefused, DatabaseError) as exc:
+                except (ImportRefused, DatabaseError) as exc:
                     failed += 1
                     self.stderr.write(f"line {number}: {exc}")
                     continue

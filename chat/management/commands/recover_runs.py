@@ -7,7 +7,8 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from chat import runs
-from chat.models import HistoryRepair, Run, RunStatus
+from chat.runs.liveness import STALE_AFTER
+from chat.models import HistoryRepair, Run
 
 
 class Command(BaseCommand):
@@ -16,7 +17,7 @@ class Command(BaseCommand):
         "interrupted, and repair its conversation's history so the next run can continue. Runs "
         "of live processes are left alone: a process is dead when its pid is gone on this host, "
         "or when it has not shown a sign of life for "
-        f"{int(runs.STALE_AFTER.total_seconds())} seconds. The server does the same as it starts."
+        f"{int(STALE_AFTER.total_seconds())} seconds. The server does the same as it starts."
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -29,7 +30,7 @@ class Command(BaseCommand):
                 f"run {run.pk} of conversation {run.conversation_id} (worker {run.worker or '?'}): "
                 f"interrupted; history repaired: added {added}, removed {removed} message(s)"
             )
-        alive = Run.objects.filter(status=RunStatus.IN_PROGRESS).count()
+        alive = Run.objects.in_progress().count()
         summary = f"Recovered {len(recovered)} run(s)"
         if alive:
             summary += f"; {alive} run(s) in progress in live processes left alone"

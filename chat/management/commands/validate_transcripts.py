@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db.models import Exists, OuterRef, Prefetch
+from django.db.models import Prefetch
 
 from chat import transcripts
 from chat.agent import history
-from chat.models import Conversation, Message, Run, RunStatus
+from chat.models import Conversation, Message
 
 REASON = "validate_transcripts --fix"
 
@@ -29,9 +29,8 @@ class Command(BaseCommand):
         parser.add_argument("--conversation", type=int, metavar="ID", help="Only this one.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        active = Run.objects.filter(conversation=OuterRef("pk"), status=RunStatus.IN_PROGRESS)
         conversations = (
-            Conversation.objects.annotate(has_active_run=Exists(active))
+            Conversation.objects.with_active_run()
             .prefetch_related(Prefetch("messages", queryset=Message.objects.order_by("index")))
             .order_by("pk")
         )

@@ -16,16 +16,9 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Sum
 
-from chat import transcripts
-from chat.models import (
-    Conversation,
-    Message,
-    ModelCall,
-    Run,
-    RunStatus,
-    ToolCall,
-    ToolCallStatus,
-)
+from chat.models import Conversation, Message, ModelCall, Run, ToolCall, ToolCallStatus
+
+from .rows import create_as_recorded, validate_conversation
 
 MAX_TOOL_RESULT_CHARS = 100_000
 FAILED_BY_USER = "marked failed by the user"
@@ -122,7 +115,7 @@ def fork_conversation(
     or the copy would not be strict-valid.
     """
     parent = Conversation.objects.select_for_update().get(pk=conversation.pk)
-    if parent.runs.filter(status=RunStatus.IN_PROGRESS).exists():
+    if parent.has_run_in_progress():
         raise RunInProgress(
             "A run is in progress in this conversation: fork it once it has finished."
         )
@@ -168,7 +161,7 @@ def fork_conversation(
         new_reply.content = edited_reply(tool_result, tool_failed)
         new_reply.save(update_fields=["content"])
         _mark_edited(fork, edited_round, reply.tool_call_id, tool_result, tool_failed)
-    violations = transcripts.validate_conversation(fork)
+    violations = validate_conversation(fork)
     if violations:
         raise ValueError(
             "The copied history would not be valid: " + "; ".join(str(v) for v in violations)
@@ -214,16 +207,12 @@ def _copy_runs(
     return run_map
 
 
-def _copy_model_calls(run: Run, calls: Sequence[ModelCall]) -> None:
-    started = [call.started_at for call in calls]
+def _copy_model_calls(run: Run, calls: list[ModelCall]) -> None:
     for call in calls:
         call.pk = None
         call.run = run
         call._state.adding = True
-    created = ModelCall.objects.bulk_create(calls)
-    for call, when in zip(created, started, strict=True):
-        call.started_at = when
-    ModelCall.objects.bulk_update(created, ["started_at"])
+    create_as_recorded(ModelCall, calls, "started_at")
 
 
 def _recount(run: Run, steps: int) -> None:
@@ -263,13 +252,11 @@ def _copy_messages(
             reasoning=row.reasoning,
             tool_calls=row.tool_calls,
             tool_call_id=row.tool_call_id,
+            created_at=row.created_at,
         )
         for row in copied
     ]
-    created = Message.objects.bulk_create(new_rows)
-    for row, original in zip(created, copied, strict=True):
-        row.created_at = original.created_at
-    Message.objects.bulk_update(created, ["created_at"])
+    created = create_as_recorded(Message, new_rows, "created_at")
     return {original.pk: row for original, row in zip(copied, created, strict=True)}
 
 

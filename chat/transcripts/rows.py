@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable, Iterable, Sequence
 
 from django.db import transaction
+from django.db.models import Model
 
 from chat import agent
 from chat.agent import history
@@ -63,6 +64,18 @@ def append_messages(
         Message(conversation=conversation, index=start + offset, **message_fields(m), **fields)
         for offset, m in enumerate(messages)
     )
+
+
+def create_as_recorded[M: Model](model: type[M], rows: list[M], stamp: str) -> list[M]:
+    """Bulk-create copied or imported rows, then put back the `stamp` timestamps (creation
+    times) that auto_now_add replaced with the time of the copy."""
+    stamps = [getattr(row, stamp) for row in rows]
+    created = model._default_manager.bulk_create(rows)
+    for row, value in zip(created, stamps, strict=True):
+        setattr(row, stamp, value)
+    if created:
+        model._default_manager.bulk_update(created, [stamp], batch_size=500)
+    return created
 
 
 def validate_conversation(conversation: Conversation) -> list[history.HistoryViolation]:

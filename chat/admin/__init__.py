@@ -1,0 +1,15 @@
+"""What agents did, in the admin: transcripts with their tool calls, runs, model calls.
+
+Everything here is a record, so it is read-only: the only change the admin makes is deleting a
+conversation, which takes its runs, messages and logs with it. Pages run a fixed number of
+queries however long the conversation is. Provider profiles are settings, not records: staff
+edit them here (keys stay in the environment; the admin tells only whether one is set).
+
+- `base`: the shared look, read-only records and inlines, links, pills.
+- `filters`: list filters. `transcript`: the conversation page's view-model.
+- one module per admin family: `conversations`, `providers`, `runs`, `messages`.
+"""
+
+from . import conversations, messages, providers, runs
+
+__all__ = ["conversations", "messages", "providers", "runs"]

@@ -1,0 +1,103 @@
+"""What every admin page of the lab shares: the look, read-only records, links and pills."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
+
+from chat.models import ModelCall, Run, ToolCall
+from chat.templatetags.chat_tags import pill as render_pill
+from chat.templatetags.chat_tags import pretty_json
+
+
+def pill(call: ToolCall, *, link: bool = True) -> SafeString:
+    url = reverse("admin:chat_toolcall_change", args=[call.pk]) if link else ""
+    return SafeString(render_pill(call.name, call.status, call.error, url))
+
+
+def admin_link(obj: Any, text: Any = None) -> SafeString | str:
+    if obj is None:
+        return "—"
+    opts = obj._meta
+    url = reverse(f"admin:{opts.app_label}_{opts.model_name}_change", args=[obj.pk])
+    return format_html('<a href="{}">{}</a>', url, obj if text is None else text)
+
+
+class LabAdmin(admin.ModelAdmin):
+    """Shared look: the transcript stylesheet."""
+
+    class Media:
+        css = {"all": ["chat/admin.css"]}
+
+
+class RecordAdmin(LabAdmin):
+    """Transcript rows are a record: viewed here, never added or changed.
+
+    They are deleted only with their conversation: the delete check the admin runs on every
+    row a conversation (or its owner) takes with it asks `has_delete_permission(request, row)`,
+    so that answers like the conversation's own permission, while this admin's own delete page
+    and bulk action stay closed.
+    """
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return obj is not None and request.user.has_perm("chat.delete_conversation")
+
+    def delete_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> HttpResponse:
+        raise PermissionDenied
+
+    def render_change_form(
+        self, request: HttpRequest, context: dict[str, Any], *args: Any, **kwargs: Any
+    ) -> HttpResponse:
+        context["show_delete"] = False
+        return super().render_change_form(request, context, *args, **kwargs)
+
+
+class RunRecordAdmin(RecordAdmin):
+    """Rows that belong to a run: they link to the run's conversation."""
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).select_related("run__conversation")
+
+    @admin.display(description="conversation", ordering="run__conversation")
+    def conversation(self, obj: ModelCall | ToolCall) -> SafeString | str:
+        return admin_link(obj.run.conversation)
+
+
+class ReadOnlyInline(admin.TabularInline):  # type: ignore[type-arg]
+    extra = 0
+    can_delete = False
+    show_change_link = True
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+def json_block(value: Any) -> SafeString:
+    return format_html('<pre class="chat-pre">{}</pre>', pretty_json(value))
+
+
+def usage_text(obj: Run | ModelCall) -> str:
+    return (
+        f"{obj.prompt_tokens:,} prompt + {obj.completion_tokens:,} completion = "
+        f"{obj.total_tokens:,} tokens"
+    )

@@ -1,0 +1,137 @@
+"""Conversations: the list with counts and filters, the page with the transcript."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.text import smart_split, unescape_string_literal
+
+from chat.forms import DEFAULT_PROVIDER_LABEL
+from chat.models import Conversation, Message, ToolCall
+from chat.runs.providers import model_expression
+
+from .base import LabAdmin, admin_link, json_block
+from .filters import ModelFilter, ProviderFilter, RunStatusFilter
+from .transcript import transcript
+
+
+@admin.register(Conversation)
+class ConversationAdmin(LabAdmin):
+    list_display = (
+        "__str__",
+        "owner",
+        "provider",
+        "model_name",
+        "run_count",
+        "tool_call_count",
+        "tokens",
+        "updated_at",
+    )
+    list_filter = (
+        ("owner", admin.RelatedOnlyFieldListFilter),
+        ProviderFilter,
+        ModelFilter,
+        RunStatusFilter,
+        "updated_at",
+        "created_at",
+    )
+    search_fields = ("title",)
+    search_help_text = "Title, message text or tool name."
+    list_select_related = ("owner", "profile")
+    fields = (
+        "owner",
+        "title",
+        "forked_from",
+        "fork_list",
+        "provider",
+        "model_name",
+        "parameters_display",
+        "run_count",
+        "tool_call_count",
+        "tokens",
+        "created_at",
+        "updated_at",
+    )
+    readonly_fields = fields[2:]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
+        queryset = super().get_queryset(request).select_related("owner", "profile")
+        return queryset.with_stats().annotate(model_name=model_expression())
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Conversation], search_term: str
+    ) -> tuple[QuerySet[Conversation], bool]:
+        """Every word in the title, a message's text or tool calls, or a tool call's name.
+
+        Subqueries rather than joins: a join over messages and tool calls would multiply rows.
+        """
+        for bit in smart_split(search_term):
+            if bit.startswith(('"', "'")) and bit[0] == bit[-1]:
+                bit = unescape_string_literal(bit)
+            messages = Message.objects.filter(conversation=OuterRef("pk")).filter(
+                Q(content__icontains=bit) | Q(tool_calls__icontains=bit)
+            )
+            calls = ToolCall.objects.filter(run__conversation=OuterRef("pk"), name__icontains=bit)
+            queryset = queryset.filter(Q(title__icontains=bit) | Exists(messages) | Exists(calls))
+        return queryset, False
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def render_change_form(
+        self,
+        request: HttpRequest,
+        context: dict[str, Any],
+        add: bool = False,
+        change: bool = False,
+        form_url: str = "",
+        obj: Conversation | None = None,
+    ) -> HttpResponse:
+        if obj is not None:
+            context["transcript"] = transcript(obj)
+        return super().render_change_form(request, context, add, change, form_url, obj)
+
+    @admin.display(description="provider", ordering="profile__name")
+    def provider(self, obj: Conversation) -> SafeString | str:
+        if obj.profile is None:
+            return DEFAULT_PROVIDER_LABEL
+        return admin_link(obj.profile)
+
+    @admin.display(description="model", ordering="model_name")
+    def model_name(self, obj: Conversation) -> str:
+        return getattr(obj, "model_name", "") or "—"
+
+    @admin.display(description="runs", ordering="run_count")
+    def run_count(self, obj: Conversation) -> int:
+        return getattr(obj, "run_count", 0)
+
+    @admin.display(description="tool calls", ordering="tool_call_count")
+    def tool_call_count(self, obj: Conversation) -> int:
+        return getattr(obj, "tool_call_count", 0)
+
+    @admin.display(description="tokens", ordering="total_tokens")
+    def tokens(self, obj: Conversation) -> int:
+        return getattr(obj, "total_tokens", 0)
+
+    @admin.display(description="parameters")
+    def parameters_display(self, obj: Conversation) -> SafeString:
+        return json_block(obj.parameters)
+
+    @admin.display(description="forked from")
+    def forked_from(self, obj: Conversation) -> SafeString | str:
+        if obj.parent is None:
+            return "—" if obj.forked_at is None else "a conversation since deleted"
+        return format_html("{} (after message {})", admin_link(obj.parent), obj.forked_at)
+
+    @admin.display(description="forks")
+    def fork_list(self, obj: Conversation) -> SafeString | str:
+        forks = obj.forks.order_by("pk")
+        return format_html_join(", ", "{}", ((admin_link(fork),) for fork in forks)) or "—"

@@ -1,0 +1,93 @@
+"""Messages and history repairs, one row at a time."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.safestring import SafeString
+
+from chat import agent
+from chat.models import HistoryRepair, Message
+from chat.templatetags.chat_tags import folded, pretty, pretty_json
+
+from .base import RecordAdmin, json_block
+
+
+@admin.register(Message)
+class MessageAdmin(RecordAdmin):
+    list_display = ("__str__", "conversation", "role", "excerpt", "tools", "run", "created_at")
+    list_filter = ("role", "created_at")
+    search_fields = ("content", "tool_call_id", "conversation__title")
+    list_select_related = ("conversation", "run")
+    fields = (
+        "conversation",
+        "run",
+        "index",
+        "role",
+        "content_display",
+        "reasoning_display",
+        "tool_calls_display",
+        "tool_call_id",
+        "created_at",
+    )
+    readonly_fields = ("content_display", "reasoning_display", "tool_calls_display", "created_at")
+    ordering = ("-created_at", "-id")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+        return super().get_queryset(request).select_related("conversation", "run")
+
+    @admin.display(description="content")
+    def excerpt(self, obj: Message) -> str:
+        text = " ".join((obj.content or "").split())
+        return text if len(text) <= 80 else text[:79] + "…"
+
+    @admin.display(description="tool calls")
+    def tools(self, obj: Message) -> str:
+        names = [agent.ToolCall.from_openai(call).name for call in obj.tool_calls or ()]
+        return ", ".join(agent.humanize(name) for name in names) or "—"
+
+    @admin.display(description="content")
+    def content_display(self, obj: Message) -> SafeString | str:
+        if obj.content is None:
+            return "(none)"
+        return folded(pretty(obj.content) if obj.role == Message.Role.TOOL else obj.content)
+
+    @admin.display(description="reasoning")
+    def reasoning_display(self, obj: Message) -> SafeString:
+        return folded(obj.reasoning)
+
+    @admin.display(description="tool calls")
+    def tool_calls_display(self, obj: Message) -> SafeString | str:
+        if not obj.tool_calls:
+            return "—"
+        return json_block(obj.tool_calls)
+
+
+@admin.register(HistoryRepair)
+class HistoryRepairAdmin(RecordAdmin):
+    list_display = ("__str__", "conversation", "run", "reason", "added_count", "removed_count")
+    list_filter = ("created_at",)
+    search_fields = ("reason", "conversation__title")
+    list_select_related = ("conversation", "run")
+    fields = ("conversation", "run", "reason", "added_display", "removed_display", "created_at")
+    readonly_fields = ("added_display", "removed_display", "created_at")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[HistoryRepair]:
+        return super().get_queryset(request).select_related("conversation", "run")
+
+    @admin.display(description="added")
+    def added_count(self, obj: HistoryRepair) -> int:
+        return len(obj.added or ())
+
+    @admin.display(description="removed")
+    def removed_count(self, obj: HistoryRepair) -> int:
+        return len(obj.removed or ())
+
+    @admin.display(description="messages added")
+    def added_display(self, obj: HistoryRepair) -> SafeString:
+        return folded(pretty_json(obj.added))
+
+    @admin.display(description="messages removed")
+    def removed_display(self, obj: HistoryRepair) -> SafeString:
+        return folded(pretty_json(obj.removed))

@@ -1,0 +1,185 @@
+"""Runs and what they did: model calls and tool calls."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from chat.agent.redaction import redact
+from chat.models import ModelCall, Run, ToolCall
+from chat.runs.providers import known_keys
+from chat.templatetags.chat_tags import folded, pretty, pretty_json
+
+from .base import ReadOnlyInline, RecordAdmin, RunRecordAdmin, json_block, pill, usage_text
+
+
+class ModelCallInline(ReadOnlyInline):
+    model = ModelCall
+    fields = (
+        "step",
+        "model",
+        "http_status",
+        "finish_reason",
+        "prompt_tokens",
+        "completion_tokens",
+        "time_to_first_token",
+        "duration",
+        "error",
+    )
+    readonly_fields = fields
+    ordering = ("step",)
+
+
+@admin.register(Run)
+class RunAdmin(RecordAdmin):
+    list_display = (
+        "__str__",
+        "conversation",
+        "status",
+        "model",
+        "steps",
+        "total_tokens",
+        "time_to_first_token",
+        "duration",
+        "started_at",
+    )
+    list_filter = ("status", "model", "started_at")
+    search_fields = ("conversation__title", "model", "error", "worker")
+    list_select_related = ("conversation",)
+    inlines = (ModelCallInline,)
+    fields = (
+        "conversation",
+        "created_by",
+        "status",
+        "model",
+        "steps",
+        "usage",
+        "time_to_first_token",
+        "duration",
+        "error",
+        "tool_call_pills",
+        "parameters_display",
+        "worker",
+        "heartbeat_at",
+        "started_at",
+        "finished_at",
+    )
+    readonly_fields = ("usage", "tool_call_pills", "parameters_display", "started_at")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        return super().get_queryset(request).select_related("conversation", "created_by")
+
+    @admin.display(description="usage")
+    def usage(self, obj: Run) -> str:
+        return usage_text(obj)
+
+    @admin.display(description="tool calls")
+    def tool_call_pills(self, obj: Run) -> SafeString | str:
+        calls = obj.tool_calls.order_by("step", "position", "id")
+        pills = format_html_join("", "{}", ((pill(call),) for call in calls))
+        return format_html('<span class="pills">{}</span>', pills) if pills else "—"
+
+    @admin.display(description="parameters")
+    def parameters_display(self, obj: Run) -> SafeString:
+        return json_block(obj.parameters)
+
+
+@admin.register(ModelCall)
+class ModelCallAdmin(RunRecordAdmin):
+    list_display = (
+        "__str__",
+        "run",
+        "model",
+        "http_status",
+        "finish_reason",
+        "total_tokens",
+        "time_to_first_token",
+        "duration",
+        "failed",
+        "started_at",
+    )
+    list_filter = ("http_status", "finish_reason", "model", "started_at")
+    search_fields = ("model", "finish_reason", "error", "run__conversation__title")
+    list_select_related = ("run",)
+    fields = (
+        "run",
+        "conversation",
+        "step",
+        "model",
+        "http_status",
+        "attempts",
+        "finish_reason",
+        "usage",
+        "time_to_first_token",
+        "duration",
+        "error",
+        "started_at",
+        "request_json",
+    )
+    readonly_fields = ("conversation", "usage", "request_json", "started_at")
+
+    @admin.display(description="failed", boolean=True)
+    def failed(self, obj: ModelCall) -> bool:
+        return bool(obj.error)
+
+    @admin.display(description="usage")
+    def usage(self, obj: ModelCall) -> str:
+        return usage_text(obj)
+
+    @admin.display(description="request sent (secrets redacted)")
+    def request_json(self, obj: ModelCall) -> SafeString:
+        return folded(pretty_json(redact(obj.request, known_keys())))
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(RunRecordAdmin):
+    list_display = (
+        "tool",
+        "name",
+        "status",
+        "run",
+        "conversation",
+        "step",
+        "duration",
+        "started_at",
+    )
+    list_display_links = ("name",)
+    list_filter = ("status", "name", "started_at")
+    search_fields = ("name", "call_id")
+    list_select_related = ("run__conversation",)
+    fields = (
+        "tool",
+        "name",
+        "status",
+        "call_id",
+        "run",
+        "conversation",
+        "message",
+        "step",
+        "position",
+        "arguments_display",
+        "result_display",
+        "error",
+        "started_at",
+        "finished_at",
+        "duration",
+    )
+    readonly_fields = ("tool", "conversation", "arguments_display", "result_display")
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
+        return super().get_queryset(request).select_related("message")
+
+    @admin.display(description="tool", ordering="name")
+    def tool(self, obj: ToolCall) -> SafeString:
+        return pill(obj, link=False)
+
+    @admin.display(description="arguments")
+    def arguments_display(self, obj: ToolCall) -> SafeString:
+        return folded(pretty(obj.arguments))
+
+    @admin.display(description="result")
+    def result_display(self, obj: ToolCall) -> SafeString:
+        return folded(pretty(obj.result))

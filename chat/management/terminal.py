@@ -1,0 +1,212 @@
+"""What the commands share: finding users, reading dates, printing a run as it streams, its
+summary, and a progress bar. Commands parse arguments, call the package that owns the work, and
+print with these."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.core.management.base import CommandError, OutputWrapper
+from django.utils import timezone
+
+from chat import agent, runs
+from chat.agent import events
+from chat.agent.clients import ChatClient
+from chat.models import Conversation, Run
+
+
+def user_named(name: str) -> AbstractBaseUser:
+    """The user with this username; CommandError naming it when there is none."""
+    User = get_user_model()
+    try:
+        return User._default_manager.get(**{User.USERNAME_FIELD: name})
+    except User.DoesNotExist:
+        raise CommandError(f"No user named {name!r}.") from None
+
+
+def parse_since(text: str) -> datetime:
+    """`YYYY-MM-DD` (the start of that day) or an ISO datetime, in the current time zone."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        raise CommandError(
+            f"{text!r} is not a date: use YYYY-MM-DD or an ISO datetime "
+            "such as 2025-01-31T14:00:00+01:00"
+        ) from None
+    if timezone.is_naive(moment):
+        moment = timezone.make_aware(moment)
+    return moment
+
+
+class RunPrinter:
+    """A run listener that streams the reply and each tool call to a terminal."""
+
+    def __init__(self, stdout: OutputWrapper, stderr: OutputWrapper) -> None:
+        self.stdout = stdout
+        self.stderr = stderr
+
+    async def __call__(self, run: Run, event: events.RunEvent) -> None:
+        match event:
+            case events.TextDelta(text):
+                self._write(text)
+            case events.TurnEnd(message) if message.content:
+                self._write("\n")
+            case events.ToolCallStarted(call):
+                self._write(f"→ {agent.humanize(call.name)} {call.arguments or '{}'}\n")
+            case events.ToolCallFinished(result):
+                mark = "✓" if result.status == "completed" else "✗"
+                self._write(
+                    f"{mark} {agent.humanize(result.tool_call.name)} "
+                    f"({result.duration:.2f}s): {fold(result.content)}\n"
+                )
+            case events.ModelCallFailed(message=message):
+                self._write("\n")
+                self.stderr.write(f"Model call failed: {message}")
+
+    def _write(self, text: str) -> None:
+        self.stdout.write(text, ending="")
+        self.stdout.flush()
+
+
+def fold(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def footer(run: Run, label: str) -> str:
+    """The line that closes a streamed run: model, status, conversation, usage, time."""
+    return (
+        f"[{label} · run {run.pk} {run.status} · conversation {run.conversation_id} · "
+        f"{run.prompt_tokens} prompt + {run.completion_tokens} completion tokens · "
+        f"{run.steps} step(s) · {run.duration or 0:.2f}s]"
+    )
+
+
+def run_summary(run: Run) -> dict[str, Any]:
+    """A finished run as one JSON object, for `--json`."""
+    messages = list(run.messages.order_by("index"))
+    final = next((m for m in reversed(messages) if m.role == "assistant"), None)
+    return {
+        "conversation": run.conversation_id,
+        "run": run.pk,
+        "status": run.status,
+        "error": run.error or None,
+        "model": run.model,
+        "text": final.content if final is not None else None,
+        "tool_calls": [
+            {
+                "id": call.call_id,
+                "name": call.name,
+                "arguments": call.arguments,
+                "status": call.status,
+                "result": call.result,
+                "error": call.error or None,
+            }
+            for call in run.tool_calls.all()
+        ],
+        "usage": {
+            "prompt_tokens": run.prompt_tokens,
+            "completion_tokens": run.completion_tokens,
+            "total_tokens": run.total_tokens,
+        },
+        "steps": run.steps,
+        "duration": run.duration,
+    }
+
+
+def plain(text: str) -> str:
+    return text
+
+
+class Progress:
+    """A one-line progress bar on stderr, redrawn at most ten times a second."""
+
+    WIDTH = 30
+
+    def __init__(
+        self,
+        stream: Any,
+        *,
+        total: int,
+        enabled: bool,
+        verb: str = "Exporting",
+        things: str = "conversations",
+    ) -> None:
+        self.stream = stream
+        self.verb = verb
+        self.things = things
+        self.total = total
+        self.enabled = enabled and total > 0
+        self.done = 0
+        self.drawn_at = 0.0
+        self.visible = False
+
+    def advance(self) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if self.enabled and (now - self.drawn_at >= 0.1 or self.done == self.total):
+            self.drawn_at = now
+            self._draw()
+
+    def interrupt(self) -> None:
+        """End the bar's line so a message can be written; it is redrawn on the next step."""
+        if self.visible:
+            self.stream.write("", style_func=plain)
+            self.visible = False
+
+    def close(self) -> None:
+        if self.visible:
+            self._draw()
+            self.interrupt()
+
+    def _draw(self) -> None:
+        filled = self.WIDTH * self.done // self.total
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        text = f"\r{self.verb} [{bar}] {self.done}/{self.total} {self.things}"
+        self.stream.write(text, style_func=plain, ending="")
+        self.stream.flush()
+        self.visible = True
+
+
+def run_to_end(
+    *,
+    conversation: Conversation,
+    user: Any,
+    content: str | None,
+    client: ChatClient | None = None,
+    printer: RunPrinter | None = None,
+) -> Run:
+    """Start a run the way the web does and wait for its end; CommandError when refused."""
+
+    async def go() -> Run:
+        try:
+            handle = await runs.start_run(
+                conversation=conversation,
+                user=user,
+                content=content,
+                client=client,
+                listeners=[printer] if printer is not None else [],
+            )
+        except runs.RunRefused as exc:
+            if client is not None:
+                await client.aclose()
+            raise CommandError(str(exc)) from None
+        return await handle.task
+
+    run = asyncio.run(go())
+    run.refresh_from_db()
+    return run
+
+
+def finish(run: Run, *, label: str, stdout: OutputWrapper, as_json: bool) -> None:
+    """Print the run's footer (streamed) or nothing (--json prints the summary); CommandError
+    with the run's error when it did not complete, so the exit status is 1."""
+    if not as_json:
+        stdout.write(footer(run, label))
+    if run.status != "completed":
+        raise CommandError(run.error or f"The run ended {run.status}.")

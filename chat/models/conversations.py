@@ -1,0 +1,201 @@
+"""Conversations and their transcript: messages, and the repairs made to them."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Count, Exists, OuterRef, Prefetch, Subquery, Sum
+from django.db.models.functions import Coalesce
+
+from chat.agent.contracts import AgentParameters
+
+from .providers import ProviderProfile
+from .runs import ModelCall, Run, ToolCall
+
+logger = logging.getLogger(__name__)
+TITLE_CHARS = 60
+
+
+def title_from(text: str) -> str:
+    """A conversation title from its first message: one line, at most TITLE_CHARS characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+class ConversationQuerySet(models.QuerySet["Conversation"]):
+    def for_user(self, user: Any) -> ConversationQuerySet:
+        """The security boundary: a user reaches only their own conversations."""
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(owner=user)
+
+    def with_active_run(self) -> ConversationQuerySet:
+        """Annotated with `has_active_run`: whether a run is in progress."""
+        active = Run.objects.in_progress().filter(conversation=OuterRef("pk"))
+        return self.annotate(has_active_run=Exists(active))
+
+    def with_stats(self) -> ConversationQuerySet:
+        """Annotated with `run_count`, `tool_call_count` and `total_tokens`.
+
+        Correlated subqueries rather than joins: a join over runs and tool calls would
+        multiply rows.
+        """
+        runs = Run.objects.filter(conversation=OuterRef("pk"))
+        calls = ToolCall.objects.filter(run__conversation=OuterRef("pk"))
+        return self.annotate(
+            run_count=_count(runs, "conversation"),
+            tool_call_count=_count(calls, "run__conversation"),
+            total_tokens=_sum(runs, "conversation", "total_tokens"),
+        )
+
+    def for_export(self, *, full: bool) -> ConversationQuerySet:
+        """With what export records need, fetched in a fixed number of queries."""
+        conversations = (
+            self.select_related("owner")
+            .with_active_run()
+            .prefetch_related(Prefetch("messages", queryset=Message.objects.order_by("index")))
+            .order_by("pk")
+        )
+        if not full:
+            return conversations
+        runs = Run.objects.select_related("created_by").prefetch_related(
+            Prefetch("tool_calls", queryset=ToolCall.objects.order_by("step", "position", "id")),
+            Prefetch("model_calls", queryset=ModelCall.objects.order_by("step", "id")),
+        )
+        return conversations.prefetch_related(
+            Prefetch("runs", queryset=runs.order_by("started_at", "id")),
+            Prefetch(
+                "history_repairs", queryset=HistoryRepair.objects.order_by("created_at", "id")
+            ),
+        )
+
+
+def _count(queryset: models.QuerySet[Any], group: str) -> Coalesce:
+    counted = queryset.order_by().values(group).annotate(n=Count("pk")).values("n")
+    return Coalesce(Subquery(counted), 0)
+
+
+def _sum(queryset: models.QuerySet[Any], group: str, column: str) -> Coalesce:
+    summed = queryset.order_by().values(group).annotate(total=Sum(column)).values("total")
+    return Coalesce(Subquery(summed), 0)
+
+
+class Conversation(models.Model):
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+    )
+    title = models.CharField(max_length=200, blank=True)
+    profile = models.ForeignKey(
+        ProviderProfile,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="conversations",
+        help_text="Empty: the endpoint configured in the environment.",
+    )
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    forked_at = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Index of the parent's message the fork starts after."
+    )
+    parameters = models.JSONField(
+        default=dict, blank=True, help_text="Validated AgentParameters snapshot."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+
+    objects = ConversationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.pk}"
+
+    @property
+    def group_name(self) -> str:
+        """The channel layer group every socket watching this conversation joins."""
+        return f"conversation.{self.pk}"
+
+    def agent_parameters(self) -> AgentParameters:
+        """The stored snapshot; tools no longer registered in this process are left out."""
+        from chat.agent.tools import default_registry
+
+        data = dict(self.parameters or {})
+        tools = list(data.get("enabled_tools") or ())
+        known = [name for name in tools if name in default_registry]
+        if known != tools:
+            logger.warning(
+                "conversation %s: tool(s) %s are not registered here and stay disabled",
+                self.pk,
+                ", ".join(sorted(set(tools) - set(known))),
+            )
+            data["enabled_tools"] = known
+        return AgentParameters.model_validate(data)
+
+    def set_agent_parameters(self, parameters: AgentParameters) -> None:
+        self.parameters = parameters.to_json()
+
+    def has_run_in_progress(self) -> bool:
+        return self.runs.in_progress().exists()
+
+
+class Message(models.Model):
+    """One provider-facing message, in order; the transcript sent back on the next run."""
+
+    class Role(models.TextChoices):
+        SYSTEM = "system", "System"
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+        TOOL = "tool", "Tool"
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="messages"
+    )
+    index = models.PositiveIntegerField()
+    role = models.CharField(max_length=10, choices=Role.choices)
+    # NULL and "" differ on the wire: a tool-call-only assistant message has no content.
+    content = models.TextField(null=True, blank=True)  # noqa: DJ001
+    reasoning = models.TextField(blank=True)
+    tool_calls = models.JSONField(
+        default=list, blank=True, help_text="OpenAI shape, on assistant messages."
+    )
+    tool_call_id = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "index"], name="unique_message_index")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.role} #{self.index}"
+
+
+class HistoryRepair(models.Model):
+    """What a repair changed in a stored transcript, and why (cancel, crash, validate --fix)."""
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="history_repairs"
+    )
+    run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="history_repairs"
+    )
+    reason = models.CharField(max_length=200)
+    added = models.JSONField(default=list, help_text="Messages added (OpenAI shape, index).")
+    removed = models.JSONField(default=list, help_text="Messages removed (OpenAI shape, index).")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"Repair of conversation {self.conversation_id}: {self.reason}"

@@ -1,0 +1,171 @@
+"""Runs and what they did: every tool call and every provider request."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class RunStatus(models.TextChoices):
+    IN_PROGRESS = "in_progress", "In progress"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    INTERRUPTED = "interrupted", "Interrupted"
+
+
+class ToolCallStatus(models.TextChoices):
+    IN_PROGRESS = "in_progress", "In progress"
+    COMPLETED = "completed", "Completed"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class RunQuerySet(models.QuerySet["Run"]):
+    def in_progress(self) -> RunQuerySet:
+        return self.filter(status=RunStatus.IN_PROGRESS)
+
+
+class Run(models.Model):
+    """One agent loop, started by one user message."""
+
+    conversation = models.ForeignKey(
+        "chat.Conversation", on_delete=models.CASCADE, related_name="runs"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    status = models.CharField(
+        max_length=20, choices=RunStatus.choices, default=RunStatus.IN_PROGRESS, db_index=True
+    )
+    model = models.CharField(max_length=200, blank=True)
+    parameters = models.JSONField(default=dict, blank=True)
+    steps = models.PositiveIntegerField(default=0, help_text="Model turns used (event loops).")
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveIntegerField(default=0)
+    time_to_first_token = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    duration = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    error = models.TextField(blank=True)
+    worker = models.CharField(
+        max_length=200, blank=True, help_text="The process executing the run (host:pid:boot)."
+    )
+    heartbeat_at = models.DateTimeField(
+        null=True, blank=True, help_text="Last sign of life from the executing process."
+    )
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RunQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["started_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(status="in_progress"),
+                name="one_run_in_progress_per_conversation",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"Run {self.pk} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status == RunStatus.IN_PROGRESS
+
+    @property
+    def model_label(self) -> str:
+        from chat.agent.scripted import SCRIPTED_LABEL, SCRIPTED_MODEL
+
+        return SCRIPTED_LABEL if self.model == SCRIPTED_MODEL else self.model
+
+
+class ToolCallQuerySet(models.QuerySet["ToolCall"]):
+    def in_progress(self) -> ToolCallQuerySet:
+        return self.filter(status=ToolCallStatus.IN_PROGRESS)
+
+
+class ToolCall(models.Model):
+    """The execution log of one tool call: pills and the "Looking up" indicator read this."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="tool_calls")
+    message = models.ForeignKey(
+        "chat.Message",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="tool_call_logs",
+        help_text="The assistant message that asked for the call.",
+    )
+    step = models.PositiveIntegerField(default=0)
+    position = models.PositiveIntegerField(default=0, help_text="Order within its message.")
+    call_id = models.CharField(max_length=200)
+    name = models.CharField(max_length=200, db_index=True)
+    arguments = models.TextField(blank=True, help_text="Raw JSON string as the model sent it.")
+    status = models.CharField(
+        max_length=20,
+        choices=ToolCallStatus.choices,
+        default=ToolCallStatus.IN_PROGRESS,
+        db_index=True,
+    )
+    result = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration = models.FloatField(null=True, blank=True, help_text="Seconds.")
+
+    objects = ToolCallQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["run", "step", "position", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.status})"
+
+    @property
+    def display_name(self) -> str:
+        from chat.agent.tools import humanize
+
+        return humanize(self.name)
+
+
+class ModelCall(models.Model):
+    """One request to the provider: what was sent, what came back, and how long it took."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls")
+    step = models.PositiveIntegerField()
+    model = models.CharField(max_length=200, blank=True)
+    url = models.CharField(max_length=500, blank=True, help_text="Without credentials.")
+    request = models.JSONField(default=dict, help_text="The exact JSON body sent.")
+    raw_stream = models.TextField(
+        blank=True, help_text="The stream as received: one 'milliseconds<TAB>line' a line."
+    )
+    preflight = models.JSONField(
+        default=list, blank=True, help_text="History violations repaired before this request."
+    )
+    http_status = models.PositiveIntegerField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=1)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveIntegerField(default=0)
+    time_to_first_token = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    duration = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "step"]
+
+    def __str__(self) -> str:
+        return f"Model call {self.step} of run {self.run_id}"
+
+    def raw_chunks(self) -> list[tuple[str, str]]:
+        """(milliseconds, line) pairs of the stored stream."""
+        return [
+            (ms, line)
+            for ms, _, line in (row.partition("\t") for row in self.raw_stream.splitlines())
+        ]

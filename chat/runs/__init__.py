@@ -1,0 +1,36 @@
+"""Runs: one agent loop per user message, executed as its own task, persisted as it goes.
+
+- `providers`: which endpoint and model a conversation uses, and the client for it.
+- `scheduling`: runs that have shown nothing yet go first (StartFirst).
+- `lifecycle`: start, execute, cancel.
+- `control`: the channel through which any process stops a run or catches up with it.
+- `recorder`: run events into rows.
+- `liveness`: heartbeats, dead-run detection, interrupt and recovery.
+"""
+
+from .control import request_cancel, request_catch_up
+from .exceptions import RunRefused
+from .lifecycle import RunHandle, cancel_run, default_parameters, execute_run, start_run
+from .liveness import INTERRUPTED, interrupt, recover_interrupted_runs
+from .providers import Endpoint, build_client, conversation_endpoint, endpoint
+from .scheduling import START_FIRST, StartFirst
+
+__all__ = [
+    "INTERRUPTED",
+    "START_FIRST",
+    "Endpoint",
+    "RunHandle",
+    "RunRefused",
+    "StartFirst",
+    "build_client",
+    "cancel_run",
+    "conversation_endpoint",
+    "default_parameters",
+    "endpoint",
+    "execute_run",
+    "interrupt",
+    "recover_interrupted_runs",
+    "request_cancel",
+    "request_catch_up",
+    "start_run",
+]

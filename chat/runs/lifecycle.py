@@ -1,0 +1,258 @@
+"""Start, execute and cancel runs: where the agent core, the database and the listeners
+(terminal, WebSocket group) meet.
+
+A run is its own asyncio task, not tied to the caller: closing a browser tab does not stop it.
+It is persisted per model turn and per tool call, never per token (see recorder).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async as sync_to_async
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from chat import agent, transcripts
+from chat.agent import events
+from chat.agent.clients import ChatClient
+from chat.agent.contracts import validation_text
+from chat.agent.runtime import DebugRuntime
+from chat.fragments import RunPublisher
+from chat.models import Conversation, Message, ProviderProfile, Run, RunStatus, title_from
+
+from . import control, liveness
+from .exceptions import RunRefused
+from .providers import build_client, endpoint
+from .recorder import Recorder
+from .scheduling import START_FIRST
+
+logger = logging.getLogger(__name__)
+
+Listener = Callable[[Run, events.RunEvent], Awaitable[None]]
+# The events that show the reader the run has begun answering.
+_SHOWN = (events.TextDelta, events.ReasoningDelta, events.ToolCallStarted)
+# Seconds of continuous work after which a run gives the event loop back.
+YIELD_AFTER = 0.001
+IN_PROGRESS = "A run is already in progress in this conversation."
+
+
+def default_parameters() -> agent.AgentParameters:
+    """What a new conversation starts with: every registered tool enabled."""
+    return agent.AgentParameters(enabled_tools=tuple(agent.default_registry.names()))
+
+
+@dataclass
+class RunHandle:
+    run: Run
+    task: asyncio.Task[Run]
+
+
+async def start_run(
+    *,
+    conversation: Conversation,
+    user: Any,
+    content: str | None,
+    client: ChatClient | None = None,
+    listeners: Sequence[Listener] = (),
+    sender: str | None = None,
+) -> RunHandle:
+    """Validate, store the user message and a new Run, and start the run as its own task.
+
+    With `content=None` the run continues the stored history (which must end with a user or a
+    tool message). Raises RunRefused (another run is in progress, or the input is invalid);
+    then nothing is written. `sender` is the channel of the socket the message came from: its
+    composer is emptied by the run's first frame, the other tabs keep what they typed.
+    """
+    if content is not None:
+        # Checked first: an oversized or empty message costs no client, lock or query.
+        try:
+            agent.DebugRunRequest.model_validate(
+                {"user_message": content}, context=_message_limit()
+            )
+        except ValueError as exc:
+            raise RunRefused(validation_text(exc, unnamed=["user_message"])) from None
+    started = START_FIRST.enter()
+    try:
+        if client is None:
+            profile = None
+            if conversation.profile_id is not None:
+                profile = await ProviderProfile.objects.filter(pk=conversation.profile_id).afirst()
+            client = build_client(endpoint(profile))
+        try:
+            run, request, user_message = await sync_to_async(_create_run)(
+                conversation=conversation, user=user, content=content, client=client
+            )
+        except RunRefused:
+            await client.aclose()
+            raise
+    except BaseException:
+        started()
+        raise
+    publisher = RunPublisher(run, user_message=user_message, sender=sender)
+    # A fresh context: a run started from an HTTP view must not inherit the request's thread
+    # executor, which is gone once the response is sent.
+    task = asyncio.create_task(
+        execute_run(
+            run,
+            request,
+            client,
+            listeners=[*listeners, publisher],
+            publisher=publisher,
+            started=started,
+        ),
+        context=contextvars.Context(),
+    )
+    liveness.running[run.pk] = task
+
+    def done(_: asyncio.Task[Run]) -> None:
+        liveness.running.pop(run.pk, None)
+        started()  # a task cancelled before its first step never ran its own finally
+
+    task.add_done_callback(done)
+    return RunHandle(run=run, task=task)
+
+
+def _message_limit() -> dict[str, int]:
+    """The validation context that carries the server's longest accepted message."""
+    return {"max_message_chars": settings.AGENTLAB_MAX_MESSAGE_CHARS}
+
+
+def cancel_run(run_id: int) -> bool:
+    """Cancel a run executing in this process; False when it is not running here."""
+    task = liveness.running.get(run_id)
+    if task is None or task.done():
+        return False
+    task.cancel()
+    return True
+
+
+def _create_run(
+    *, conversation: Conversation, user: Any, content: str | None, client: ChatClient
+) -> tuple[Run, agent.DebugRunRequest, Message | None]:
+    """The new run (its conversation attached), the request to execute, the user message row."""
+    limit = _message_limit()
+    try:
+        with transaction.atomic():
+            conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+            try:
+                parameters = conversation.agent_parameters()
+            except ValueError as exc:
+                raise RunRefused(
+                    f"The agent settings of this conversation are invalid: {validation_text(exc)}"
+                ) from None
+
+            def load() -> tuple[list[Message], agent.DebugRunRequest]:
+                rows = list(conversation.messages.order_by("index"))
+                data = {
+                    "parameters": parameters,
+                    "history": tuple(transcripts.to_chat_messages(rows)),
+                    "user_message": content,
+                }
+                try:
+                    return rows, agent.DebugRunRequest.model_validate(data, context=limit)
+                except ValueError as exc:
+                    raise RunRefused(validation_text(exc, unnamed=["user_message"])) from None
+
+            rows, request = load()
+            for active in conversation.runs.in_progress():
+                if not liveness.is_dead(active):
+                    raise RunRefused(IN_PROGRESS)
+                liveness.interrupt(active)
+                rows, request = load()  # the repair answered the run's dangling tool calls
+            run = Run.objects.create(
+                conversation=conversation,
+                created_by=user,
+                worker=liveness.WORKER_ID,
+                heartbeat_at=timezone.now(),
+                model=parameters.model or client.model,
+                parameters=parameters.to_json(),
+            )
+            user_message = None
+            if content is not None:
+                (user_message,) = transcripts.append_messages(
+                    conversation,
+                    [agent.ChatMessage(role="user", content=content)],
+                    run=run,
+                    start=rows[-1].index + 1 if rows else 0,
+                )
+                if not conversation.title:
+                    conversation.title = title_from(content)
+            conversation.save(update_fields=["title", "updated_at"])
+    except IntegrityError:
+        raise RunRefused(IN_PROGRESS) from None
+    return run, request, user_message
+
+
+async def execute_run(
+    run: Run,
+    request: agent.DebugRunRequest,
+    client: ChatClient,
+    *,
+    listeners: Sequence[Listener] = (),
+    publisher: RunPublisher | None = None,
+    started: Callable[[], None] | None = None,
+) -> Run:
+    """Drive DebugRuntime for one run, persisting as it goes and telling every listener.
+
+    While it runs, it answers control messages (cancel, catch-up) on the conversation's
+    control group, so a socket in any process can stop it or catch up with it. `started` is
+    called once the run has shown something (see StartFirst); start_run also calls it when
+    the task ends.
+    """
+    recorder = Recorder(run)
+    runtime = DebugRuntime(client=client)
+
+    async def tell(event: events.RunEvent) -> None:
+        for listener in listeners:
+            try:
+                await listener(run, event)
+            except Exception:
+                logger.exception("run %s: a listener failed on %s", run.pk, type(event).__name__)
+
+    heartbeat = asyncio.create_task(liveness.beat(run.pk))
+    controls = asyncio.create_task(control.listen(run, asyncio.current_task(), publisher))
+    try:
+        await tell(events.RunStarted())
+        resumed = time.monotonic()
+        async for event in runtime.run(request):
+            await recorder.record(event)
+            await tell(event)
+            if started is not None and isinstance(event, _SHOWN):
+                started()
+                started = None
+            if started is None and START_FIRST.starting:
+                await START_FIRST.give_way()
+                resumed = time.monotonic()
+            elif time.monotonic() - resumed > YIELD_AFTER:
+                # A burst already buffered is parsed without a real await: let the sockets and
+                # the other runs have the loop now and then.
+                await asyncio.sleep(0)
+                resumed = time.monotonic()
+    except asyncio.CancelledError:
+
+        async def wind_up() -> None:
+            await tell(await recorder.stop(RunStatus.CANCELLED, "Cancelled by the user."))
+
+        # Shielded: a second cancel (Stop twice, a shutdown) must not cut the wind-up short.
+        await asyncio.shield(wind_up())
+        raise
+    except Exception as exc:
+        if not await Run.objects.filter(pk=run.pk).aexists():
+            logger.info("run %s was deleted while it ran; it stops here", run.pk)
+            return run
+        logger.exception("run %s failed with an internal error", run.pk)
+        finished = await recorder.stop(RunStatus.FAILED, f"Internal error: {type(exc).__name__}")
+        await tell(finished)
+    finally:
+        heartbeat.cancel()
+        controls.cancel()
+        await client.aclose()
+    return run

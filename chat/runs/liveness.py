@@ -1,0 +1,78 @@
+"""Which runs are alive: this process's tasks, heartbeats, and the repair of runs whose process
+died (interrupted, their dangling tool calls answered)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from datetime import timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from chat import transcripts
+from chat.models import Run, RunStatus, ToolCall, ToolCallStatus
+
+logger = logging.getLogger(__name__)
+
+WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+HEARTBEAT_INTERVAL = 10.0
+# A run whose process has not shown a sign of life for this long is taken as dead.
+STALE_AFTER = timedelta(seconds=60)
+INTERRUPTED = "Interrupted: the server process stopped during the run."
+running: dict[int, asyncio.Task[Run]] = {}
+"""The runs executing in this process, by id."""
+
+
+async def beat(run_id: int) -> None:
+    """Tell other processes this run is alive, so they do not take it for a crashed one."""
+    while True:
+        await asyncio.sleep(HEARTBEAT_INTERVAL)
+        await Run.objects.in_progress().filter(pk=run_id).aupdate(heartbeat_at=timezone.now())
+
+
+def is_dead(run: Run) -> bool:
+    """Whether the process executing an in-progress run is gone."""
+    if run.pk in running or run.worker == WORKER_ID:
+        return run.pk not in running
+    host, _, rest = run.worker.partition(":")
+    pid = rest.partition(":")[0]
+    if host == socket.gethostname() and pid.isdigit():
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+    heartbeat = run.heartbeat_at or run.started_at
+    return heartbeat < timezone.now() - STALE_AFTER
+
+
+@transaction.atomic
+def interrupt(run: Run) -> None:
+    """Mark a run whose process died as interrupted and repair its conversation's history."""
+    claimed = Run.objects.in_progress().filter(pk=run.pk).update(status=RunStatus.INTERRUPTED)
+    if not claimed:
+        return  # another process got there first
+    run.status = RunStatus.INTERRUPTED
+    run.error = INTERRUPTED
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "error", "finished_at"])
+    ToolCall.objects.filter(run=run).in_progress().update(
+        status=ToolCallStatus.FAILED, error=INTERRUPTED, finished_at=timezone.now()
+    )
+    transcripts.repair_conversation(run.conversation, reason=INTERRUPTED.rstrip("."), run=run)
+
+
+def recover_interrupted_runs() -> list[Run]:
+    """Interrupt every in-progress run whose process is gone; returns them."""
+    recovered = []
+    for run in Run.objects.in_progress().select_related("conversation"):
+        if is_dead(run):
+            interrupt(run)
+            recovered.append(run)
+            logger.warning("run %s of conversation %s interrupted", run.pk, run.conversation_id)
+    return recovered

@@ -1,0 +1,227 @@
+"""Run events into rows: one write per model turn, per tool call and at the end, never per token."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from channels.db import database_sync_to_async as sync_to_async
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from chat import agent, transcripts
+from chat.agent import events
+from chat.models import Conversation, Message, ModelCall, Run, RunStatus, ToolCall, ToolCallStatus
+
+
+@dataclass
+class Step:
+    number: int
+    started: float
+    request: dict[str, Any] = field(default_factory=dict)
+    status_code: int | None = None
+    attempts: int = 1
+    first_token: float | None = None
+    usage: events.Usage = field(default_factory=events.Usage)
+    text: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    url: str = ""
+    raw: events.RawStream = ()
+    preflight: list[str] = field(default_factory=list)
+    model_call_saved: bool = False
+    message: Message | None = None
+    calls: list[agent.ToolCall] = field(default_factory=list)
+    results: dict[str, events.ToolResult] = field(default_factory=dict)
+
+
+class Recorder:
+    """Turns run events into rows: one write per model turn, per tool call and at the end."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.started = time.monotonic()
+        self.first_token: float | None = None
+        self.step: Step | None = None
+        self.usage = events.Usage()
+
+    async def record(self, event: events.RunEvent) -> None:
+        step = self.step
+        match event:
+            case events.StepStarted(number):
+                self.step = Step(number=number, started=time.monotonic())
+            case events.PreflightRepaired(_, violations) if step:
+                step.preflight = list(violations)
+            case events.ModelRequestSent(body, status_code, attempts, url) if step:
+                step.request, step.status_code, step.attempts = body, status_code, attempts
+                step.url = url
+            case events.TextDelta(text) if step:
+                self._first_token(step)
+                step.text.append(text)
+            case events.ReasoningDelta(text) if step:
+                self._first_token(step)
+                step.reasoning.append(text)
+            case events.Usage() if step:
+                self.usage += event - step.usage
+                step.usage = event
+            case events.ModelCallFailed() if step:
+                step.request = event.request_body or step.request
+                step.status_code, step.attempts = event.status_code, event.attempts
+                step.raw = event.raw
+                await sync_to_async(self._save_model_call)(step, "", event.message)
+            case events.TurnEnd(message, finish_reason) if step:
+                step.raw = event.raw or step.raw
+                await sync_to_async(self._save_turn)(step, message, finish_reason)
+            case events.ToolCallFinished(result) if step:
+                step.results[result.tool_call.id] = result
+                await sync_to_async(self._save_tool_result)(step, result)
+            case events.RunFinished(status, error, steps):
+                await sync_to_async(self._finish)(status, error or "", steps)
+
+    def _first_token(self, step: Step) -> None:
+        now = time.monotonic()
+        if step.first_token is None:
+            step.first_token = now
+        if self.first_token is None:
+            self.first_token = now
+
+    def _save_model_call(self, step: Step, finish_reason: str, error: str = "") -> None:
+        now = time.monotonic()
+        ModelCall.objects.create(
+            run=self.run,
+            step=step.number,
+            model=str(step.request.get("model", self.run.model)),
+            url=step.url,
+            request=step.request,
+            raw_stream="\n".join(f"{ms:g}\t{line}" for ms, line in step.raw)
+            if settings.AGENTLAB_STORE_RAW_STREAM
+            else "",
+            preflight=step.preflight,
+            http_status=step.status_code,
+            attempts=step.attempts,
+            finish_reason=finish_reason,
+            prompt_tokens=step.usage.prompt_tokens,
+            completion_tokens=step.usage.completion_tokens,
+            total_tokens=step.usage.total_tokens,
+            time_to_first_token=(step.first_token - step.started) if step.first_token else None,
+            duration=now - step.started,
+            error=error,
+        )
+        step.model_call_saved = True
+
+    @transaction.atomic
+    def _save_turn(self, step: Step, message: agent.ChatMessage, finish_reason: str | None) -> None:
+        conversation = self.run.conversation
+        (row,) = transcripts.append_messages(conversation, [message], run=self.run)
+        if not step.model_call_saved:
+            self._save_model_call(step, finish_reason or "")
+        now = timezone.now()
+        ToolCall.objects.bulk_create(
+            ToolCall(
+                run=self.run,
+                message=row,
+                step=step.number,
+                position=position,
+                call_id=call.id,
+                name=call.name,
+                arguments=call.arguments,
+                started_at=now,
+            )
+            for position, call in enumerate(message.tool_calls)
+        )
+        step.message, step.calls = row, list(message.tool_calls)
+        step.text.clear()
+        step.reasoning.clear()
+        self.run.steps = step.number
+        self._save_usage(["steps"])
+
+    @transaction.atomic
+    def _save_tool_result(self, step: Step, result: events.ToolResult) -> None:
+        ToolCall.objects.filter(
+            run=self.run, message=step.message, call_id=result.tool_call.id
+        ).update(
+            status=result.status,
+            result=result.content,
+            error=result.error or "",
+            finished_at=timezone.now(),
+            duration=result.duration,
+        )
+        if len(step.results) == len(step.calls):
+            # Replies are stored in call order once the whole round is in, whatever order the
+            # tools finished in; until then the transcript ends on the assistant's tool_calls.
+            replies = [step.results[call.id].message for call in step.calls]
+            transcripts.append_messages(self.run.conversation, replies, run=self.run)
+
+    def _save_usage(self, extra_fields: list[str]) -> None:
+        self.run.prompt_tokens = self.usage.prompt_tokens
+        self.run.completion_tokens = self.usage.completion_tokens
+        self.run.total_tokens = self.usage.total_tokens
+        if self.first_token is not None:
+            self.run.time_to_first_token = self.first_token - self.started
+        self.run.save(
+            update_fields=[
+                "prompt_tokens",
+                "completion_tokens",
+                "total_tokens",
+                "time_to_first_token",
+                *extra_fields,
+            ]
+        )
+
+    @transaction.atomic
+    def _finish(self, status: str, error: str, steps: int) -> None:
+        self.run.status = status
+        self.run.error = error
+        self.run.steps = max(self.run.steps, steps)
+        self.run.duration = time.monotonic() - self.started
+        self.run.finished_at = timezone.now()
+        self._save_usage(["status", "error", "steps", "duration", "finished_at"])
+        Conversation.objects.filter(pk=self.run.conversation_id).update(updated_at=timezone.now())
+
+    async def stop(self, status: str, error: str) -> events.RunFinished:
+        """End the run early (cancel, internal error), keeping what streamed, history valid."""
+        await asyncio.shield(sync_to_async(self._stop)(status, error))
+        return events.RunFinished(
+            status=status,  # type: ignore[arg-type]
+            error=error,
+            steps=self.run.steps,
+            usage=self.usage,
+        )
+
+    @transaction.atomic
+    def _stop(self, status: str, error: str) -> None:
+        step = self.step
+        if step is not None and step.message is None and (step.text or step.reasoning):
+            partial = agent.ChatMessage(
+                role="assistant",
+                content="".join(step.text) or None,
+                reasoning="".join(step.reasoning) or None,
+            )
+            transcripts.append_messages(self.run.conversation, [partial], run=self.run)
+        if step is not None and not step.model_call_saved:
+            self._save_model_call(step, "", error)
+        if step is not None and step.calls and len(step.results) < len(step.calls):
+            replies = [
+                step.results[call.id].message
+                if call.id in step.results
+                else agent.ChatMessage(
+                    role="tool",
+                    tool_call_id=call.id,
+                    content=transcripts.tool_reply(error.rstrip("."))(call),
+                )
+                for call in step.calls
+            ]
+            transcripts.append_messages(self.run.conversation, replies, run=self.run)
+        ToolCall.objects.filter(run=self.run).in_progress().update(
+            status=ToolCallStatus.CANCELLED
+            if status == RunStatus.CANCELLED
+            else ToolCallStatus.FAILED,
+            error=error,
+            finished_at=timezone.now(),
+        )
+        transcripts.repair_conversation(
+            self.run.conversation, reason=error.rstrip("."), run=self.run
+        )
+        self._finish(status, error, self.run.steps)

@@ -1,0 +1,153 @@
+"""Records back into conversations: each record is written whole, or not at all."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.contrib.auth import get_user_model
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db import transaction
+
+from chat import agent
+from chat.agent import history
+from chat.models import Conversation, HistoryRepair, Message, ModelCall, Run, ToolCall, title_from
+
+from .records import FullRecord, ImportRefused, OpenAIRecord
+from .rows import append_messages, create_as_recorded
+
+
+def import_record(
+    record: FullRecord | OpenAIRecord, *, user: AbstractBaseUser | None = None
+) -> tuple[Conversation, list[str]]:
+    """Write one record as a new conversation; returns it and warnings for the reader.
+
+    A `full` record belongs to `user` if given, else to its owner by username; an `openai`
+    record needs `user`. Raises ImportRefused, writing nothing, when it cannot be imported.
+    """
+    if isinstance(record, FullRecord):
+        return _import_full(record, user=user)
+    if user is None:
+        raise ImportRefused("the openai format has no owner: pass --user")
+    return _import_openai(record, user=user)
+
+
+def _import_openai(
+    record: OpenAIRecord, *, user: AbstractBaseUser
+) -> tuple[Conversation, list[str]]:
+    values = record.values()
+    prompts: list[str] = []
+    while values and values[0].role == "system":
+        prompts.append(values.pop(0).content or "")
+    if not values:
+        raise ImportRefused("no message besides system prompts")
+    violations = history.validate(values)
+    if violations:
+        raise ImportRefused(f"the history breaks the strict rules: {violations[0]}")
+    names = record.tool_names()
+    known = [name for name in names if name in agent.default_registry]
+    warnings = []
+    if len(known) < len(names):
+        unknown = ", ".join(name for name in names if name not in agent.default_registry)
+        warnings.append(f"tools not available here, left disabled: {unknown}")
+    parameters = agent.AgentParameters(
+        model=record.model or None, system_prompts=tuple(prompts), enabled_tools=tuple(known)
+    )
+    first_user = next((value.content for value in values if value.role == "user"), None)
+    with transaction.atomic():
+        conversation = Conversation(owner=user, title=title_from(first_user or ""))
+        conversation.set_agent_parameters(parameters)
+        conversation.save()
+        append_messages(conversation, values)
+    return conversation, warnings
+
+
+def _import_full(
+    record: FullRecord, *, user: AbstractBaseUser | None
+) -> tuple[Conversation, list[str]]:
+    users = _users({record.owner, *(run.created_by for run in record.runs if run.created_by)})
+    owner = user or users.get(record.owner)
+    if owner is None:
+        raise ImportRefused(f"no user named {record.owner!r} (pass --user to choose the owner)")
+
+    def created_by(name: str | None) -> AbstractBaseUser | None:
+        if name is None:
+            return None
+        if name == record.owner:
+            return owner
+        if name not in users:
+            raise ImportRefused(f"no user named {name!r} (a run's created_by)")
+        return users[name]
+
+    warnings = []
+    violations = history.validate(
+        record.history(), allow_trailing_pending=record.has_run_in_progress
+    )
+    if violations:
+        warnings.append(
+            f"the history breaks the strict rules ({violations[0]}); run validate_transcripts --fix"
+        )
+    with transaction.atomic():
+        conversation = Conversation.objects.create(
+            owner=owner, title=record.title, parameters=record.parameters
+        )
+        runs = create_as_recorded(
+            Run,
+            [
+                Run(
+                    conversation=conversation,
+                    created_by=created_by(run.created_by),
+                    **run.model_dump(exclude={"created_by", "tool_calls", "model_calls"}),
+                )
+                for run in record.runs
+            ],
+            "started_at",
+        )
+        messages = create_as_recorded(
+            Message,
+            [
+                Message(
+                    conversation=conversation,
+                    run=runs[message.run] if message.run is not None else None,
+                    **message.model_dump(exclude={"run"}),
+                )
+                for message in record.messages
+            ],
+            "created_at",
+        )
+        by_index = {message.index: message for message in messages}
+        ToolCall.objects.bulk_create(
+            ToolCall(
+                run=row,
+                message=by_index[call.message] if call.message is not None else None,
+                **call.model_dump(exclude={"message"}),
+            )
+            for row, run in zip(runs, record.runs, strict=True)
+            for call in run.tool_calls
+        )
+        model_calls = [
+            ModelCall(run=row, **call.model_dump())
+            for row, run in zip(runs, record.runs, strict=True)
+            for call in run.model_calls
+        ]
+        create_as_recorded(ModelCall, model_calls, "started_at")
+        repairs = [
+            HistoryRepair(
+                conversation=conversation,
+                run=runs[repair.run] if repair.run is not None else None,
+                **repair.model_dump(exclude={"run"}),
+            )
+            for repair in record.history_repairs
+        ]
+        create_as_recorded(HistoryRepair, repairs, "created_at")
+        Conversation.objects.filter(pk=conversation.pk).update(
+            created_at=record.created_at, updated_at=record.updated_at
+        )
+    conversation.refresh_from_db()
+    return conversation, warnings
+
+
+def _users(names: Iterable[str]) -> dict[str, AbstractBaseUser]:
+    User = get_user_model()
+    field = User.USERNAME_FIELD
+    found = User._default_manager.filter(**{f"{field}__in": list(names)})
+    return {user.get_username(): user for user in found}
