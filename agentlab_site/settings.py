@@ -7,8 +7,12 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
+
+# Generic Django classes (ModelAdmin[Model], ModelForm[Model]) subscriptable at run time.
+django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("AGENTLAB_VAR_DIR", BASE_DIR / "var"))

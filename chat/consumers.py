@@ -77,7 +77,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.accept()
         if await conversation.runs.in_progress().aexists():
             await runs.request_catch_up(conversation.pk, self.channel_name)
-        elif live := _live_run(self.scope):
+        elif live := _live_run(self.scope.get("query_string", b"")):
             # The page showed this run streaming, but it ended before the socket opened.
             run = await conversation.runs.filter(pk=live).afirst()
             if run is not None:
@@ -164,7 +164,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             logger.debug("conversation %s: a frame for a closed socket", self.conversation.pk)
 
 
-def _live_run(scope: dict[str, Any]) -> int | None:
-    query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
+def _live_run(query_string: bytes) -> int | None:
+    query = parse_qs(query_string.decode("latin-1"))
     value = (query.get("live") or [""])[0]
     return int(value) if value.isdigit() else None

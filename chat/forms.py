@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -64,7 +65,7 @@ def missing_key_warning(profile: ProviderProfile | None) -> str | None:
     return f"{profile.api_key_env} is not set on the server; requests will be sent without a key."
 
 
-class ProviderProfileForm(forms.ModelForm):
+class ProviderProfileForm(forms.ModelForm[ProviderProfile]):
     """A profile as staff edit it in the admin and check_provider writes it: same rules."""
 
     class Meta:
@@ -97,7 +98,7 @@ class ProviderProfileForm(forms.ModelForm):
         return url
 
 
-class ProviderChoiceField(forms.ModelChoiceField):
+class ProviderChoiceField(forms.ModelChoiceField[ProviderProfile]):
     def label_from_instance(self, obj: Any) -> str:
         return f"{obj.name} · {obj.model}" if obj.model else str(obj.name)
 
@@ -145,9 +146,9 @@ class AgentSettingsForm(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["enabled_tools"].choices = [
-            (name, agent.humanize(name)) for name in agent.default_registry.names()
-        ]
+        tools = self.fields["enabled_tools"]
+        assert isinstance(tools, forms.MultipleChoiceField)
+        tools.choices = [(name, agent.humanize(name)) for name in agent.default_registry.names()]
 
 
 class AgentSettings:
@@ -212,7 +213,7 @@ class AgentSettings:
             return False
         return True
 
-    def _attach(self, exc: ValidationError, pre_forms: list[forms.Form]) -> None:
+    def _attach(self, exc: ValidationError, pre_forms: Sequence[forms.Form]) -> None:
         for error in exc.errors():
             message = error_text(error)
             loc = error["loc"]

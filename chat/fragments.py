@@ -305,7 +305,8 @@ class RunPublisher:
             await self._opening
         async with self._lock:
             html = await self.snapshot() + render("run-state", {"running": True})
-            await self.layer.send(channel, {"type": "chat.fragment", "html": html})
+            if self.layer is not None:
+                await self.layer.send(channel, {"type": "chat.fragment", "html": html})
 
     @staticmethod
     def _emptied_composer() -> str:

@@ -29,7 +29,7 @@ class LocalChannelLayer(InMemoryChannelLayer):
         now = time.monotonic()
         if now - self._cleaned >= CLEAN_EVERY:
             self._cleaned = now
-            super()._clean_expired()
+            super()._clean_expired()  # type: ignore[misc]  # private, in channels' layer
 
     async def group_send(self, group: str, message: dict[str, Any]) -> None:
         assert isinstance(message, dict), "Message is not a dict"

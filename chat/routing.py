@@ -5,5 +5,6 @@ from django.urls import path
 from chat.consumers import ChatConsumer
 
 websocket_urlpatterns = [
-    path("ws/conversations/<int:pk>/", ChatConsumer.as_asgi()),
+    # Channels' URLRouter takes Django's path() with an ASGI application in place of a view.
+    path("ws/conversations/<int:pk>/", ChatConsumer.as_asgi()),  # type: ignore[arg-type]
 ]

@@ -9,9 +9,11 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
+from django_htmx.middleware import HtmxDetails
 
 from chat import agent, inspector, runs
 from chat.forms import AgentSettings, ToolForkForm
@@ -21,12 +23,19 @@ from chat.templatetags.chat_tags import pretty
 from chat.transcripts import forks
 
 
-def _conversation(request: HttpRequest, pk: int) -> Conversation:
+class AuthenticatedRequest(HttpRequest):
+    """A request past login_required, with django-htmx's details (for the type checker)."""
+
+    user: User
+    htmx: HtmxDetails
+
+
+def _conversation(request: AuthenticatedRequest, pk: int) -> Conversation:
     return get_object_or_404(Conversation.objects.for_user(request.user), pk=pk)
 
 
 @login_required
-def conversation_list(request: HttpRequest) -> HttpResponse:
+def conversation_list(request: AuthenticatedRequest) -> HttpResponse:
     latest = Conversation.objects.for_user(request.user).first()
     if latest is not None:
         return redirect("chat:conversation_detail", latest.pk)
@@ -39,7 +48,7 @@ def conversation_list(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def conversation_create(request: HttpRequest) -> HttpResponse:
+def conversation_create(request: AuthenticatedRequest) -> HttpResponse:
     conversation = Conversation(owner=request.user)
     conversation.set_agent_parameters(runs.default_parameters())
     conversation.save()
@@ -47,7 +56,7 @@ def conversation_create(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
+def conversation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     conversation = _conversation(request, pk)
     turns = conversation_turns(conversation)
     return render(
@@ -66,7 +75,7 @@ def conversation_detail(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @login_required
-def conversation_settings(request: HttpRequest, pk: int) -> HttpResponse:
+def conversation_settings(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     conversation = _conversation(request, pk)
     panel = AgentSettings(conversation, request.POST if request.method == "POST" else None)
     saved = False
@@ -91,7 +100,7 @@ def conversation_settings(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def conversation_rename(request: HttpRequest, pk: int) -> HttpResponse:
+def conversation_rename(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     conversation = _conversation(request, pk)
     title = " ".join(request.POST.get("title", "").split())[:200]
     if title:
@@ -102,7 +111,7 @@ def conversation_rename(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def conversation_delete(request: HttpRequest, pk: int) -> HttpResponseRedirect:
+def conversation_delete(request: AuthenticatedRequest, pk: int) -> HttpResponseRedirect:
     conversation = _conversation(request, pk)
     if conversation.has_run_in_progress():
         messages.error(request, "A run is in progress: stop it before deleting the conversation.")
@@ -113,7 +122,7 @@ def conversation_delete(request: HttpRequest, pk: int) -> HttpResponseRedirect:
 
 
 @login_required
-def run_inspect(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
+def run_inspect(request: AuthenticatedRequest, pk: int, run_pk: int) -> HttpResponse:
     """The wire inspector of one run, loaded when its "Inspect" toggle opens."""
     conversation = _conversation(request, pk)
     run = get_object_or_404(conversation.runs, pk=run_pk)
@@ -170,7 +179,7 @@ def _page(
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def fork_message(request: HttpRequest, pk: int, index: int) -> HttpResponse:
+def fork_message(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
     """Confirm, then copy the conversation through message `index` (and the rest of its round)."""
     conversation = _conversation(request, pk)
     rows = list(conversation.messages.order_by("index"))
@@ -226,7 +235,9 @@ def _tool_call(conversation: Conversation, tool_call_pk: int) -> tuple[ToolCall,
     return call, reply
 
 
-def _tool_fork(request: HttpRequest, pk: int, tool_call_pk: int) -> HttpResponse | Conversation:
+def _tool_fork(
+    request: AuthenticatedRequest, pk: int, tool_call_pk: int
+) -> HttpResponse | Conversation:
     """The page, or the fork made from a valid POST (its run is not started yet)."""
     conversation = _conversation(request, pk)
     call, reply = _tool_call(conversation, tool_call_pk)
@@ -262,7 +273,7 @@ def _tool_fork(request: HttpRequest, pk: int, tool_call_pk: int) -> HttpResponse
 
 @login_required
 @require_http_methods(["GET", "POST"])
-async def fork_tool_call(request: HttpRequest, pk: int, tool_call_pk: int) -> HttpResponse:
+async def fork_tool_call(request: AuthenticatedRequest, pk: int, tool_call_pk: int) -> HttpResponse:
     """Edit a tool result (or mark it failed), fork, and continue the loop in the fork.
 
     Async so the continuation run is a task of the server's event loop: it outlives this

@@ -29,7 +29,7 @@ def admin_link(obj: Any, text: Any = None) -> SafeString | str:
     return format_html('<a href="{}">{}</a>', url, obj if text is None else text)
 
 
-class LabAdmin(admin.ModelAdmin):
+class LabAdmin(admin.ModelAdmin[Any]):
     """Shared look: the transcript stylesheet."""
 
     class Media:
@@ -77,7 +77,7 @@ class RunRecordAdmin(RecordAdmin):
         return admin_link(obj.run.conversation)
 
 
-class ReadOnlyInline(admin.TabularInline):  # type: ignore[type-arg]
+class ReadOnlyInline(admin.TabularInline[Any, Any]):
     extra = 0
     can_delete = False
     show_change_link = True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
 from django.db.models import Exists, OuterRef, Q, QuerySet
@@ -12,7 +12,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import smart_split, unescape_string_literal
 
 from chat.forms import DEFAULT_PROVIDER_LABEL
-from chat.models import Conversation, Message, ToolCall
+from chat.models import Conversation, ConversationQuerySet, Message, ToolCall
 from chat.runs.providers import model_expression
 
 from .base import LabAdmin, admin_link, json_block
@@ -60,8 +60,9 @@ class ConversationAdmin(LabAdmin):
     readonly_fields = fields[2:]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
-        queryset = super().get_queryset(request).select_related("owner", "profile")
-        return queryset.with_stats().annotate(model_name=model_expression())
+        queryset = cast(ConversationQuerySet, super().get_queryset(request))
+        with_stats = queryset.select_related("owner", "profile").with_stats()
+        return with_stats.annotate(model_name=model_expression())
 
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Conversation], search_term: str

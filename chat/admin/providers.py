@@ -57,7 +57,8 @@ class ProviderProfileAdmin(LabAdmin):
     readonly_fields = ("key_status", "conversation_count", "created_at", "updated_at")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ProviderProfile]:
-        return super().get_queryset(request).annotate(n_conversations=Count("conversations"))
+        queryset: QuerySet[ProviderProfile] = super().get_queryset(request)
+        return queryset.annotate(n_conversations=Count("conversations"))
 
     @admin.display(description="reasoning sent back as", ordering="reasoning_field")
     def reasoning_field_display(self, obj: ProviderProfile) -> str:

@@ -170,7 +170,8 @@ class ToolCallAdmin(RunRecordAdmin):
     readonly_fields = ("tool", "conversation", "arguments_display", "result_display")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
-        return super().get_queryset(request).select_related("message")
+        queryset: QuerySet[ToolCall] = super().get_queryset(request)
+        return queryset.select_related("message")
 
     @admin.display(description="tool", ordering="name")
     def tool(self, obj: ToolCall) -> SafeString:

@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.management.base import CommandError, OutputWrapper
 from django.utils import timezone
 
@@ -20,13 +20,22 @@ from chat.agent.clients import ChatClient
 from chat.models import Conversation, Run
 
 
-def user_named(name: str) -> AbstractBaseUser:
-    """The user with this username; CommandError naming it when there is none."""
-    User = get_user_model()
+def user_named(name: str, *, create: bool = False) -> User:
+    """The user with this username; CommandError naming it when there is none.
+
+    With `create`, a missing user is created without a usable password (a terminal identity).
+    """
+    model = get_user_model()
+    lookup: dict[str, Any] = {model.USERNAME_FIELD: name}
     try:
-        return User._default_manager.get(**{User.USERNAME_FIELD: name})
-    except User.DoesNotExist:
-        raise CommandError(f"No user named {name!r}.") from None
+        return model._default_manager.get(**lookup)
+    except model.DoesNotExist:
+        if not create:
+            raise CommandError(f"No user named {name!r}.") from None
+    user = model(**lookup)
+    user.set_unusable_password()
+    user.save()
+    return user
 
 
 def parse_since(text: str) -> datetime:

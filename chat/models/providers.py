@@ -8,6 +8,8 @@ from django.db import models
 # Hosts without a dot too (docker-compose service names such as http://vllm:8000/v1).
 _ANY_HOST_URL = r"^https?://[^\s/:@]+(:\d+)?(/\S*)?$"
 
+NAME_CHARS = 100
+
 
 class ProviderProfile(models.Model):
     """An OpenAI-compatible endpoint and its quirks. Keys stay in the environment, never here."""
@@ -26,7 +28,7 @@ class ProviderProfile(models.Model):
         REASONING_CONTENT = "reasoning_content", "reasoning_content (DeepSeek)"
         REASONING = "reasoning", "reasoning"
 
-    name = models.CharField(max_length=100, unique=True)
+    name = models.CharField(max_length=NAME_CHARS, unique=True)
     base_url = models.CharField(
         max_length=500,
         validators=[URLValidator(schemes=["http", "https"], regex=_ANY_HOST_URL)],

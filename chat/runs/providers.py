@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import cast
 
 from django.conf import settings
 from django.db.models import Case, CharField, F, Value, When
@@ -14,6 +15,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, NullIf
 
 from chat.agent.clients import ChatClient, OpenAICompatibleChatClient
+from chat.agent.messages import EmptyContent
 from chat.agent.scripted import SCRIPTED_LABEL, SCRIPTED_MODEL, ScriptedChatClient
 from chat.agent.wire import WireFormat
 from chat.models import Conversation, ProviderProfile
@@ -70,7 +72,7 @@ def endpoint(
     url = base_url or settings.OPENAI_BASE_URL
     if not url:
         return Endpoint("", model or SCRIPTED_MODEL, "", WireFormat())
-    wire = WireFormat(empty_content=settings.AGENTLAB_TOOL_CALL_CONTENT)
+    wire = WireFormat(empty_content=cast(EmptyContent, settings.AGENTLAB_TOOL_CALL_CONTENT))
     return Endpoint(url, model or settings.AGENTLAB_MODEL, ENVIRONMENT_KEY, wire)
 
 

@@ -6,14 +6,13 @@ from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.base_user import AbstractBaseUser
-from django.db.models import Model, QuerySet
+from django.db.models import Model
 from pydantic import BaseModel, ValidationError
 
 from chat import agent
 from chat.agent import history
 from chat.agent.contracts import validation_text
-from chat.models import Conversation, Run
+from chat.models import Conversation, ConversationQuerySet, Run
 
 from .records import (
     ExportRefused,
@@ -31,10 +30,10 @@ from .rows import to_chat_messages
 
 def select(
     *,
-    user: AbstractBaseUser | None = None,
+    user: Any = None,
     since: datetime | None = None,
     conversation: int | None = None,
-) -> QuerySet[Conversation]:
+) -> ConversationQuerySet:
     """Conversations to export: of a user, with activity since a moment, or one by id."""
     conversations = Conversation.objects.all()
     if user is not None:
@@ -106,12 +105,12 @@ def full_record(conversation: Conversation) -> dict[str, Any]:
         ),
         tools=tool_definitions((conversation.parameters or {}).get("enabled_tools") or ()),
         messages=[
-            _record(MessageRecord, message, run=run_position.get(message.run_id))
+            _record(MessageRecord, message, run=_position(run_position, message.run_id))
             for message in messages
         ],
         runs=[_run_record(run, message_index) for run in runs],
         history_repairs=[
-            _record(HistoryRepairRecord, repair, run=run_position.get(repair.run_id))
+            _record(HistoryRepairRecord, repair, run=_position(run_position, repair.run_id))
             for repair in conversation.history_repairs.all()
         ],
     )
@@ -124,11 +123,15 @@ def _run_record(run: Run, message_index: dict[int, int]) -> RunRecord:
         run,
         created_by=run.created_by.get_username() if run.created_by else None,
         tool_calls=[
-            _record(ToolCallRecord, call, message=message_index.get(call.message_id))
+            _record(ToolCallRecord, call, message=_position(message_index, call.message_id))
             for call in run.tool_calls.all()
         ],
         model_calls=[_record(ModelCallRecord, call) for call in run.model_calls.all()],
     )
+
+
+def _position(positions: dict[int, int], pk: int | None) -> int | None:
+    return None if pk is None else positions.get(pk)
 
 
 def _record[R: BaseModel](kind: type[R], row: Model, **references: Any) -> R:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 
 from chat import agent
@@ -17,7 +17,7 @@ from .rows import append_messages, create_as_recorded
 
 
 def import_record(
-    record: FullRecord | OpenAIRecord, *, user: AbstractBaseUser | None = None
+    record: FullRecord | OpenAIRecord, *, user: User | None = None
 ) -> tuple[Conversation, list[str]]:
     """Write one record as a new conversation; returns it and warnings for the reader.
 
@@ -31,9 +31,7 @@ def import_record(
     return _import_openai(record, user=user)
 
 
-def _import_openai(
-    record: OpenAIRecord, *, user: AbstractBaseUser
-) -> tuple[Conversation, list[str]]:
+def _import_openai(record: OpenAIRecord, *, user: User) -> tuple[Conversation, list[str]]:
     values = record.values()
     prompts: list[str] = []
     while values and values[0].role == "system":
@@ -61,15 +59,13 @@ def _import_openai(
     return conversation, warnings
 
 
-def _import_full(
-    record: FullRecord, *, user: AbstractBaseUser | None
-) -> tuple[Conversation, list[str]]:
+def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation, list[str]]:
     users = _users({record.owner, *(run.created_by for run in record.runs if run.created_by)})
     owner = user or users.get(record.owner)
     if owner is None:
         raise ImportRefused(f"no user named {record.owner!r} (pass --user to choose the owner)")
 
-    def created_by(name: str | None) -> AbstractBaseUser | None:
+    def created_by(name: str | None) -> User | None:
         if name is None:
             return None
         if name == record.owner:
@@ -146,8 +142,7 @@ def _import_full(
     return conversation, warnings
 
 
-def _users(names: Iterable[str]) -> dict[str, AbstractBaseUser]:
-    User = get_user_model()
-    field = User.USERNAME_FIELD
-    found = User._default_manager.filter(**{f"{field}__in": list(names)})
+def _users(names: Iterable[str]) -> dict[str, User]:
+    model = get_user_model()
+    found = model._default_manager.filter(**{f"{model.USERNAME_FIELD}__in": list(names)})
     return {user.get_username(): user for user in found}

@@ -15,7 +15,7 @@ from chat.models import Conversation, HistoryRepair, Message, Run
 
 def to_chat_message(row: Message) -> agent.ChatMessage:
     return agent.ChatMessage(
-        role=row.role,  # type: ignore[arg-type]
+        role=row.role,
         content=row.content,
         tool_calls=tuple(agent.ToolCall.from_openai(call) for call in row.tool_calls or ()),
         tool_call_id=row.tool_call_id or None,
@@ -113,10 +113,10 @@ def repair_conversation(
     for row in survivors:
         row.index += offset + len(repaired)
     Message.objects.bulk_update(survivors, ["index"])
-    new_rows = []
+    new_rows: list[Message] = []
     for position, value in enumerate(repaired):
-        row = row_for.get(id(value))
-        if row is None:
+        kept_row = row_for.get(id(value))
+        if kept_row is None:
             run_id = _run_of_preceding(repaired, position, row_for)
             new_rows.append(
                 Message(
@@ -127,7 +127,7 @@ def repair_conversation(
                 )
             )
         else:
-            row.index = position
+            kept_row.index = position
     Message.objects.bulk_update(survivors, ["index"])
     Message.objects.bulk_create(new_rows)
     HistoryRepair.objects.create(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from pydantic import ValidationError
 
@@ -76,14 +75,7 @@ class Command(BaseCommand):
                 )
             parameters = conversation.agent_parameters()
         else:
-            if options["user"]:
-                owner = user_named(options["user"])
-            else:
-                User = get_user_model()
-                owner, created = User._default_manager.get_or_create(**{User.USERNAME_FIELD: "cli"})
-                if created:
-                    owner.set_unusable_password()
-                    owner.save()
+            owner = user_named(options["user"] or "cli", create=not options["user"])
             conversation = Conversation(owner=owner)
             parameters = agent.AgentParameters()
         changes: dict[str, Any] = {}

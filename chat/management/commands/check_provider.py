@@ -15,6 +15,7 @@ from chat.agent import probes
 from chat.agent.redaction import redact_text
 from chat.forms import ProviderProfileForm, base_url_problem, key_env_problem, key_is_set
 from chat.models import ProviderProfile
+from chat.models.providers import NAME_CHARS
 
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 PROFILE_FIELDS = (
@@ -72,7 +73,7 @@ class Command(BaseCommand):
         key_env = options["api_key_env"]
         if name is not None:
             name = name.strip()
-            if not name or len(name) > ProviderProfile._meta.get_field("name").max_length:
+            if not name or len(name) > NAME_CHARS:
                 raise CommandError("--save-profile needs a name of 1 to 100 characters.")
         if key_env is not None:
             key_env = key_env.strip()
@@ -164,7 +165,8 @@ def save_profile(
         )
         if not form.is_valid():
             problems = "; ".join(
-                f"{field}: {' '.join(errors)}" for field, errors in form.errors.items()
+                f"{field}: {' '.join(str(error) for error in errors)}"
+                for field, errors in form.errors.items()
             )
             raise CommandError(f"Profile {name!r} not saved: {problems}")
         return form.save(), instance is None

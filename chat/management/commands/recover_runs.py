@@ -7,8 +7,8 @@ from typing import Any
 from django.core.management.base import BaseCommand
 
 from chat import runs
-from chat.runs.liveness import STALE_AFTER
 from chat.models import HistoryRepair, Run
+from chat.runs.liveness import STALE_AFTER
 
 
 class Command(BaseCommand):

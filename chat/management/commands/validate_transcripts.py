@@ -48,7 +48,7 @@ class Command(BaseCommand):
             found += len(violations)
             if not options["fix"]:
                 left += len(violations)
-            elif conversation.has_active_run:
+            elif getattr(conversation, "has_active_run", False):
                 left += len(violations)
                 self.stdout.write(
                     f"conversation {conversation.pk}: not fixed: a run is in progress "
@@ -74,7 +74,7 @@ class Command(BaseCommand):
         rows = list(conversation.messages.all())
         violations = history.validate(
             transcripts.to_chat_messages(rows),
-            allow_trailing_pending=conversation.has_active_run,
+            allow_trailing_pending=getattr(conversation, "has_active_run", False),
         )
         for violation in violations:
             note = " (cannot be fixed)" if violation.rule in history.UNFIXABLE_RULES else ""
