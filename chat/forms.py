@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
@@ -84,18 +84,18 @@ class ProviderProfileForm(forms.ModelForm[ProviderProfile]):
         labels = {"api_key_env": "API key environment variable", "base_url": "Base URL"}
 
     def clean_api_key_env(self) -> str:
-        name = str(self.cleaned_data.get("api_key_env") or "").strip()
-        problem = key_env_problem(name)
-        if problem:
-            raise DjangoValidationError(problem, code="invalid")
-        return name
+        return self._checked("api_key_env", key_env_problem)
 
     def clean_base_url(self) -> str:
-        url = str(self.cleaned_data.get("base_url") or "").strip()
-        problem = base_url_problem(url)
+        return self._checked("base_url", base_url_problem)
+
+    def _checked(self, field: str, problem_of: Callable[[str], str | None]) -> str:
+        """The stripped value of `field`, or the rule's reason why it cannot be used."""
+        value = str(self.cleaned_data.get(field) or "").strip()
+        problem = problem_of(value)
         if problem:
             raise DjangoValidationError(problem, code="invalid")
-        return url
+        return value
 
 
 class ProviderChoiceField(forms.ModelChoiceField[ProviderProfile]):

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
-from chat.models import ModelCall, Run, ToolCall
+from chat.models import ModelCall, ToolCall
 from chat.templatetags.chat_tags import pill as render_pill
 from chat.templatetags.chat_tags import pretty_json
 
@@ -94,10 +94,3 @@ class ReadOnlyInline(admin.TabularInline[Any, Any]):
 
 def json_block(value: Any) -> SafeString:
     return format_html('<pre class="chat-pre">{}</pre>', pretty_json(value))
-
-
-def usage_text(obj: Run | ModelCall) -> str:
-    return (
-        f"{obj.prompt_tokens:,} prompt + {obj.completion_tokens:,} completion = "
-        f"{obj.total_tokens:,} tokens"
-    )

@@ -13,7 +13,7 @@ from chat.models import ModelCall, Run, ToolCall
 from chat.runs.providers import known_keys
 from chat.templatetags.chat_tags import folded, pretty, pretty_json
 
-from .base import ReadOnlyInline, RecordAdmin, RunRecordAdmin, json_block, pill, usage_text
+from .base import ReadOnlyInline, RecordAdmin, RunRecordAdmin, json_block, pill
 
 
 class ModelCallInline(ReadOnlyInline):
@@ -74,7 +74,7 @@ class RunAdmin(RecordAdmin):
 
     @admin.display(description="usage")
     def usage(self, obj: Run) -> str:
-        return usage_text(obj)
+        return obj.usage_text()
 
     @admin.display(description="tool calls")
     def tool_call_pills(self, obj: Run) -> SafeString | str:
@@ -127,7 +127,7 @@ class ModelCallAdmin(RunRecordAdmin):
 
     @admin.display(description="usage")
     def usage(self, obj: ModelCall) -> str:
-        return usage_text(obj)
+        return obj.usage_text()
 
     @admin.display(description="request sent (secrets redacted)")
     def request_json(self, obj: ModelCall) -> SafeString:

@@ -22,12 +22,32 @@ class ToolCallStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+class Measured(models.Model):
+    """What a run and each of its model calls used, and how long it took."""
+
+    prompt_tokens = models.PositiveIntegerField(default=0)
+    completion_tokens = models.PositiveIntegerField(default=0)
+    total_tokens = models.PositiveIntegerField(default=0)
+    time_to_first_token = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    duration = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    error = models.TextField(blank=True)
+
+    class Meta:
+        abstract = True
+
+    def usage_text(self) -> str:
+        return (
+            f"{self.prompt_tokens:,} prompt + {self.completion_tokens:,} completion = "
+            f"{self.total_tokens:,} tokens"
+        )
+
+
 class RunQuerySet(models.QuerySet["Run"]):
     def in_progress(self) -> RunQuerySet:
         return self.filter(status=RunStatus.IN_PROGRESS)
 
 
-class Run(models.Model):
+class Run(Measured):
     """One agent loop, started by one user message."""
 
     conversation = models.ForeignKey(
@@ -42,12 +62,6 @@ class Run(models.Model):
     model = models.CharField(max_length=200, blank=True)
     parameters = models.JSONField(default=dict, blank=True)
     steps = models.PositiveIntegerField(default=0, help_text="Model turns used (event loops).")
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
-    total_tokens = models.PositiveIntegerField(default=0)
-    time_to_first_token = models.FloatField(null=True, blank=True, help_text="Seconds.")
-    duration = models.FloatField(null=True, blank=True, help_text="Seconds.")
-    error = models.TextField(blank=True)
     worker = models.CharField(
         max_length=200, blank=True, help_text="The process executing the run (host:pid:boot)."
     )
@@ -132,7 +146,7 @@ class ToolCall(models.Model):
         return humanize(self.name)
 
 
-class ModelCall(models.Model):
+class ModelCall(Measured):
     """One request to the provider: what was sent, what came back, and how long it took."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls")
@@ -149,12 +163,6 @@ class ModelCall(models.Model):
     http_status = models.PositiveIntegerField(null=True, blank=True)
     attempts = models.PositiveIntegerField(default=1)
     finish_reason = models.CharField(max_length=40, blank=True)
-    prompt_tokens = models.PositiveIntegerField(default=0)
-    completion_tokens = models.PositiveIntegerField(default=0)
-    total_tokens = models.PositiveIntegerField(default=0)
-    time_to_first_token = models.FloatField(null=True, blank=True, help_text="Seconds.")
-    duration = models.FloatField(null=True, blank=True, help_text="Seconds.")
-    error = models.TextField(blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -24,6 +24,7 @@ MAX_TOOL_RESULT_CHARS = 100_000
 FAILED_BY_USER = "marked failed by the user"
 EDITED_MARK = "Result edited by the user in this fork."
 FAILED_MARK = "(marked failed by the user in this fork)"
+COPIED_FIELDS = ("index", "role", "content", "reasoning", "tool_calls", "tool_call_id")
 
 
 class RunInProgress(ValueError):
@@ -246,13 +247,8 @@ def _copy_messages(
         Message(
             conversation=fork,
             run=run_map.get(row.run_id) if row.run_id is not None else None,
-            index=row.index,
-            role=row.role,
-            content=row.content,
-            reasoning=row.reasoning,
-            tool_calls=row.tool_calls,
-            tool_call_id=row.tool_call_id,
             created_at=row.created_at,
+            **{name: getattr(row, name) for name in COPIED_FIELDS},
         )
         for row in copied
     ]

@@ -86,7 +86,16 @@ class ToolCallRecord(_Record):
     duration: float | None = None
 
 
-class ModelCallRecord(_Record):
+class _Measured(_Record):
+    prompt_tokens: Count = 0
+    completion_tokens: Count = 0
+    total_tokens: Count = 0
+    time_to_first_token: float | None = None
+    duration: float | None = None
+    error: str = ""
+
+
+class ModelCallRecord(_Measured):
     step: Count
     model: str = ""
     url: str = ""
@@ -96,27 +105,15 @@ class ModelCallRecord(_Record):
     http_status: Count | None = None
     attempts: Count = 1
     finish_reason: str = ""
-    prompt_tokens: Count = 0
-    completion_tokens: Count = 0
-    total_tokens: Count = 0
-    time_to_first_token: float | None = None
-    duration: float | None = None
-    error: str = ""
     started_at: datetime
 
 
-class RunRecord(_Record):
+class RunRecord(_Measured):
     created_by: str | None = None
     status: RunStatus
     model: str = ""
     parameters: dict[str, Any] = {}
     steps: Count = 0
-    prompt_tokens: Count = 0
-    completion_tokens: Count = 0
-    total_tokens: Count = 0
-    time_to_first_token: float | None = None
-    duration: float | None = None
-    error: str = ""
     worker: str = ""
     heartbeat_at: datetime | None = None
     started_at: datetime
