@@ -4,34 +4,37 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import functools
 import json
 import logging
-import math
-import ssl
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any, Protocol
-from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
 import httpx
 
 from .contracts import AgentParameters
 from .errors import ChatClientError, ProviderConnectionError, ProviderHTTPError, StreamError
 from .events import ModelRequestSent, StreamItem
+from .http import (
+    clip,
+    completion_as_chunk,
+    display_url,
+    is_json,
+    provider_message,
+    retry_wait,
+    split_base_url,
+    ssl_context,
+)
 from .messages import ChatMessage, EmptyContent
 from .redaction import looks_secret, redact_text
 from .stream import ChatCompletionStreamParser
 from .tools import ToolDefinition
-from .wire import WireFormat
+from .wire import WireFormat, build_request_body
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_PARAMETERS = AgentParameters()
 DEFAULT_WIRE = WireFormat()
-MAX_ERROR_CHARS = 2000
 # Failures where the request cannot have been processed (or the server dropped it unanswered).
 # Read and write timeouts are not retried: the server may still be generating.
 _RETRYABLE_ERRORS = (
@@ -61,58 +64,6 @@ class ChatClient(Protocol):
     async def aclose(self) -> None: ...
 
 
-def build_request_body(
-    messages: Sequence[ChatMessage],
-    *,
-    model: str,
-    tools: Sequence[ToolDefinition],
-    parameters: AgentParameters,
-    wire: WireFormat = DEFAULT_WIRE,
-    stream: bool = True,
-) -> dict[str, Any]:
-    """The Chat Completions request body; `tools` and its options only when there are tools."""
-    body: dict[str, Any] = {
-        "model": parameters.model or model,
-        "messages": wire.messages(messages),
-        "stream": stream,
-    }
-    if stream:
-        body["stream_options"] = {"include_usage": True}
-    if parameters.temperature is not None:
-        body["temperature"] = parameters.temperature
-    if parameters.top_p is not None:
-        body["top_p"] = parameters.top_p
-    if parameters.max_tokens is not None:
-        body["max_tokens"] = parameters.max_tokens
-    if tools:
-        body["tools"] = [tool.to_openai() for tool in tools]
-        body["tool_choice"] = "auto"
-        if wire.parallel_tool_calls:
-            body["parallel_tool_calls"] = True
-    return body
-
-
-def retry_wait(headers: Mapping[str, str], *, retry: int, backoff: float, max_wait: float) -> float:
-    """Seconds to wait before retry number `retry` (0-based): Retry-After if given, else backoff."""
-    wait: float = backoff * 2.0**retry
-    value = str(httpx.Headers(headers).get("retry-after") or "").strip()
-    if value:
-        try:
-            wait = float(value)
-        except ValueError:
-            try:
-                date = parsedate_to_datetime(value)
-            except (TypeError, ValueError):
-                pass
-            else:
-                if date.tzinfo is None:
-                    date = date.replace(tzinfo=UTC)
-                wait = (date - datetime.now(UTC)).total_seconds()
-    if not math.isfinite(wait):
-        wait = max_wait
-    return min(max(wait, 0.0), max_wait)
-
-
 class OpenAICompatibleChatClient:
     """Streams from any server speaking the OpenAI Chat Completions protocol, over httpx."""
 
@@ -139,8 +90,8 @@ class OpenAICompatibleChatClient:
         self.backoff = backoff
         self.max_retry_wait = max_retry_wait
         self.wire = wire
-        self._url, self._params, url_secrets = _split_base_url(base_url)
-        self.base_url = _display(self._url)
+        self._url, self._params, url_secrets = split_base_url(base_url)
+        self.base_url = display_url(self._url)
         self._headers = {"Accept": "text/event-stream, application/json"}
         self._secrets = set(url_secrets)
         if api_key:
@@ -156,7 +107,7 @@ class OpenAICompatibleChatClient:
         )
         self._owns_client = http_client is None
         self._client = (
-            http_client if http_client is not None else httpx.AsyncClient(verify=_ssl_context())
+            http_client if http_client is not None else httpx.AsyncClient(verify=ssl_context())
         )
 
     @property
@@ -218,12 +169,12 @@ class OpenAICompatibleChatClient:
                 url=f"{self.base_url}/chat/completions",
             )
             try:
-                if _is_json(response):
+                if is_json(response):
                     await response.aread()
                     received = True
                     ms = round((time.monotonic() - started) * 1000, 1)
                     raw.append((ms, self._redact(response.text)))
-                    for item in parser.feed_chunk(_completion_as_chunk(response.text)):
+                    for item in parser.feed_chunk(completion_as_chunk(response.text)):
                         yield item
                 else:
                     async for line in response.aiter_lines():
@@ -274,7 +225,7 @@ class OpenAICompatibleChatClient:
             return [str(model["id"]) for model in data["data"]]
         except (ValueError, KeyError, TypeError):
             raise ProviderHTTPError(
-                self._redact(f"unexpected /models answer: {_clip(response.text)}"),
+                self._redact(f"unexpected /models answer: {clip(response.text)}"),
                 status_code=response.status_code,
                 attempts=attempts,
             ) from None
@@ -329,7 +280,7 @@ class OpenAICompatibleChatClient:
             finally:
                 await response.aclose()
             status = response.status_code
-            message = _provider_message(text, response.reason_phrase)
+            message = provider_message(text, response.reason_phrase)
             if response.is_redirect:
                 location = response.headers.get("location", "?")
                 message += f" (redirected to {location}: check the base URL)"
@@ -378,80 +329,5 @@ class OpenAICompatibleChatClient:
         return redact_text(text, self._secrets)
 
 
-@functools.cache
-def _ssl_context() -> ssl.SSLContext:
-    """One TLS context for every client: loading the CA bundle costs ~20 ms of CPU each time."""
-    return httpx.create_ssl_context()
-
-
-def _split_base_url(base_url: str) -> tuple[str, httpx.QueryParams, set[str]]:
-    """The URL to send to (query moved to params), its query params, and the secrets in them."""
-    parts = urlsplit(base_url.strip())
-    secrets: set[str] = set()
-    userinfo, _, _ = parts.netloc.rpartition("@")
-    if userinfo:
-        _, _, password = userinfo.partition(":")
-        secrets.update({userinfo, unquote(userinfo), password, unquote(password)})
-    params = parse_qsl(parts.query, keep_blank_values=True)
-    secrets.update(value for name, value in params if looks_secret(name))
-    secrets.discard("")
-    url = urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), "", ""))
-    return url, httpx.QueryParams(parts.query), secrets
-
-
-def _display(url: str) -> str:
-    parts = urlsplit(url)
-    return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, "", ""))
-
-
-def _provider_message(text: str, reason: str) -> str:
-    """The provider's own error message out of the shapes servers use, else the raw text."""
-    text = text.strip()
-    try:
-        data: Any = json.loads(text)
-    except ValueError:
-        data = None
-    if isinstance(data, list) and data:
-        data = data[0]
-    message: Any = None
-    if isinstance(data, dict):
-        error = data.get("error")
-        if isinstance(error, dict):
-            message = error.get("message") or error
-        elif error:
-            message = error
-        message = message or data.get("message") or data.get("detail")
-    if message and not isinstance(message, str):
-        message = json.dumps(message, ensure_ascii=False)
-    return _clip(message or text or reason or "no error message")
-
-
-def _is_json(response: httpx.Response) -> bool:
-    content_type: str = response.headers.get("content-type", "")
-    return content_type.startswith("application/json")
-
-
-def _completion_as_chunk(text: str) -> Any:
-    """A JSON answer (a server that ignored `stream`, or an error) in the shape of one chunk."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise StreamError(f"malformed response body: {_clip(text, 200)}") from None
-    if isinstance(data, dict) and isinstance(data.get("choices"), list):
-        choices = [
-            {**choice, "delta": choice.get("message")}
-            if isinstance(choice, dict) and "delta" not in choice
-            else choice
-            for choice in data["choices"]
-        ]
-        return {**data, "choices": choices}
-    return data
-
-
 def _streamed_chars(parser: ChatCompletionStreamParser) -> int:
     return len(parser.text) + len(parser.reasoning)
-
-
-def _clip(text: str, limit: int = MAX_ERROR_CHARS) -> str:
-    text = text.strip()
-    return text if len(text) <= limit else text[:limit] + "…"

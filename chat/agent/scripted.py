@@ -12,13 +12,13 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .clients import build_request_body
 from .contracts import AgentParameters
 from .errors import ChatClientError
 from .events import ModelRequestSent, StreamItem
 from .messages import ChatMessage, ToolCall
 from .stream import ChatCompletionStreamParser
 from .tools import ToolDefinition, humanize
+from .wire import build_request_body
 
 SCRIPTED_MODEL = "scripted"
 SCRIPTED_LABEL = "Scripted model (offline)"

@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from .contracts import AgentParameters
 from .messages import ChatMessage, EmptyContent
+from .tools import ToolDefinition
 
 ToolCallIds = Literal["any", "alnum9"]
 ReasoningField = Literal["", "reasoning_content", "reasoning"]
@@ -70,3 +72,35 @@ def alnum9(value: str) -> str:
         number, remainder = divmod(number, 62)
         digits.append(_BASE62[remainder])
     return "".join(digits)
+
+
+def build_request_body(
+    messages: Sequence[ChatMessage],
+    *,
+    model: str,
+    tools: Sequence[ToolDefinition],
+    parameters: AgentParameters,
+    wire: WireFormat | None = None,
+    stream: bool = True,
+) -> dict[str, Any]:
+    """The Chat Completions request body; `tools` and its options only when there are tools."""
+    wire = wire or WireFormat()
+    body: dict[str, Any] = {
+        "model": parameters.model or model,
+        "messages": wire.messages(messages),
+        "stream": stream,
+    }
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    if parameters.temperature is not None:
+        body["temperature"] = parameters.temperature
+    if parameters.top_p is not None:
+        body["top_p"] = parameters.top_p
+    if parameters.max_tokens is not None:
+        body["max_tokens"] = parameters.max_tokens
+    if tools:
+        body["tools"] = [tool.to_openai() for tool in tools]
+        body["tool_choice"] = "auto"
+        if wire.parallel_tool_calls:
+            body["parallel_tool_calls"] = True
+    return body

@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import ssl
 import time
 from collections.abc import AsyncIterator
@@ -13,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from chat.agent.clients import OpenAICompatibleChatClient, build_request_body, retry_wait
+from chat.agent.clients import OpenAICompatibleChatClient
 from chat.agent.contracts import AgentParameters
 from chat.agent.errors import (
     ChatClientError,
@@ -22,18 +21,13 @@ from chat.agent.errors import (
     StreamError,
 )
 from chat.agent.events import ModelRequestSent, StreamItem, TextDelta, TurnEnd, Usage
+from chat.agent.http import retry_wait
 from chat.agent.messages import ChatMessage, EmptyContent, ToolCall
 from chat.agent.tools import ToolDefinition
-from chat.agent.wire import WireFormat
-from tests.fake_openai import (
-    FakeOpenAIServer,
-    ScriptedResponse,
-    chunk,
-    error,
-    sse,
-    text_turn,
-    tool_turn,
-)
+from chat.agent.wire import WireFormat, build_request_body
+from chat.testing.openai_script import ScriptedResponse, chunk, error, sse, text_turn, tool_turn
+from chat.testing.openai_server import FakeOpenAIServer, client_for
+from chat.testing.processes import free_port
 
 API_KEY = "sk-test-0123456789abcdefSECRET"
 HELLO = [ChatMessage(role="user", content="Hello")]
@@ -41,14 +35,7 @@ CLOCK = ToolDefinition(name="clock", description="Tell the time.")
 
 
 def make_client(base_url: str, **options: Any) -> OpenAICompatibleChatClient:
-    settings: dict[str, Any] = {
-        "api_key": API_KEY,
-        "model": "fake-model",
-        "backoff": 0,
-        "connect_timeout": 1.0,
-        "read_timeout": 2.0,
-    }
-    return OpenAICompatibleChatClient(base_url=base_url, **{**settings, **options})
+    return client_for(base_url, **{"api_key": API_KEY, **options})
 
 
 @pytest.fixture
@@ -86,13 +73,6 @@ def assert_no_secret(exc: BaseException, *secrets: str) -> None:
         assert all(secret not in str(arg) for arg in exc.args)
         if isinstance(exc, ChatClientError):
             assert secret not in str(exc.request_body)
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
 
 
 def text_of(items: list[StreamItem]) -> str:
@@ -390,7 +370,7 @@ async def test_echoed_api_key_is_redacted(
 
 
 async def test_connection_refused_is_retried_then_reported() -> None:
-    port = closed_port()
+    port = free_port()
     url = f"http://admin:hunter2@127.0.0.1:{port}/v1?api-key=qwerty"
 
     async with make_client(url, max_retries=1) as client:
@@ -460,42 +440,45 @@ async def test_a_redirect_is_reported_with_its_target(
     )
 
 
-async def test_stream_ending_without_finish_reason(
-    fake_openai: FakeOpenAIServer, client: OpenAICompatibleChatClient
+REJECTED = {"error": {"message": f"upstream rejected key {API_KEY}", "code": 502}}
+
+
+@pytest.mark.parametrize(
+    ("response", "partial", "message"),
+    [
+        (
+            sse(chunk({"content": "Half"}), done=False),
+            "Half",
+            "the stream ended before a finish_reason",
+        ),
+        (
+            sse(chunk({"content": "ok so"}), 'data: {"choices": [', ""),
+            "ok so",
+            'malformed stream chunk: unparseable data: {"choices": [',
+        ),
+        (
+            sse(chunk({"content": "Once"}), REJECTED),
+            "Once",
+            "the provider reported an error mid-stream: upstream rejected key [REDACTED] (502)",
+        ),
+    ],
+    ids=["no finish_reason", "malformed chunk", "error event, redacted"],
+)
+async def test_a_broken_stream_keeps_the_partial_text_and_is_not_retried(
+    fake_openai: FakeOpenAIServer,
+    client: OpenAICompatibleChatClient,
+    response: ScriptedResponse,
+    partial: str,
+    message: str,
 ) -> None:
-    fake_openai.enqueue(sse(chunk({"content": "Half"}), done=False))
+    fake_openai.enqueue(response)
 
     exc, _ = await failure(client)
 
     assert isinstance(exc, StreamError)
-    assert exc.message == "the stream ended before a finish_reason"
-    assert exc.partial == ChatMessage(role="assistant", content="Half")
-
-
-async def test_malformed_chunk(
-    fake_openai: FakeOpenAIServer, client: OpenAICompatibleChatClient
-) -> None:
-    fake_openai.enqueue(sse(chunk({"content": "ok so"}), 'data: {"choices": [', ""))
-
-    exc, _ = await failure(client)
-
-    assert isinstance(exc, StreamError)
-    assert "malformed" in exc.message
-    assert exc.partial == ChatMessage(role="assistant", content="ok so")
+    assert exc.message == message
+    assert exc.partial == ChatMessage(role="assistant", content=partial)
     assert exc.attempts == 1
-
-
-async def test_error_event_mid_stream_is_redacted(
-    fake_openai: FakeOpenAIServer, client: OpenAICompatibleChatClient
-) -> None:
-    failure_event = {"error": {"message": f"upstream rejected key {API_KEY}", "code": 502}}
-    fake_openai.enqueue(sse(chunk({"content": "Once"}), failure_event))
-
-    exc, _ = await failure(client)
-
-    assert isinstance(exc, StreamError)
-    assert "upstream rejected key [REDACTED]" in exc.message
-    assert exc.partial == ChatMessage(role="assistant", content="Once")
 
 
 async def test_a_non_streamed_json_answer_is_accepted(
@@ -533,7 +516,7 @@ async def test_list_models(
 
 
 async def test_list_models_connection_failure() -> None:
-    async with make_client(f"http://127.0.0.1:{closed_port()}/v1", max_retries=0) as client:
+    async with make_client(f"http://127.0.0.1:{free_port()}/v1", max_retries=0) as client:
         with pytest.raises(ProviderConnectionError, match="could not connect"):
             await client.list_models()
 

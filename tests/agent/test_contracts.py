@@ -12,6 +12,7 @@ from chat.agent.contracts import (
     MAX_USER_MESSAGE_CHARS,
     AgentParameters,
     DebugRunRequest,
+    validation_text,
 )
 from chat.agent.messages import ChatMessage, ToolCall
 from chat.agent.tools import ToolDefinition, ToolRegistry
@@ -121,7 +122,28 @@ def test_oversized_user_message_rejected() -> None:
         DebugRunRequest.model_validate({"user_message": "x" * (MAX_USER_MESSAGE_CHARS + 1)})
     error = only_error(info)
     assert error["loc"] == ("user_message",)
-    assert error["type"] == "string_too_long"
+    assert f"the limit is {MAX_USER_MESSAGE_CHARS:,}" in error["msg"]
+
+
+def test_the_limit_comes_from_the_validation_context() -> None:
+    """The server's configured limit is the one rule: the core applies it, nobody else."""
+    with pytest.raises(ValidationError, match=r"too long: 11 characters \(the limit is 10\)"):
+        DebugRunRequest.model_validate(
+            {"user_message": "x" * 11}, context={"max_message_chars": 10}
+        )
+    request = DebugRunRequest.model_validate(
+        {"user_message": "x" * 10}, context={"max_message_chars": 10}
+    )
+    assert request.user_message == "x" * 10
+
+
+def test_validation_text_is_one_line_per_field() -> None:
+    with pytest.raises(ValidationError) as info:
+        AgentParameters.model_validate({"temperature": 3, "enabled_tools": ["nope"]})
+    text = validation_text(info.value)
+    assert text.startswith("temperature: ")
+    assert "; enabled_tools: unknown tool(s): nope" in text
+    assert "Value error" not in text
 
 
 def test_user_message_at_the_limit_accepted() -> None:
