@@ -62,10 +62,7 @@ def test_with_active_run_and_with_stats_annotate_without_multiplying_rows() -> N
     rich = make.rich_conversation(owner)
     quiet = make.conversation(owner, "quiet")
     Run.objects.create(conversation=quiet)
-    rows = {
-        row.pk: row
-        for row in Conversation.objects.with_active_run().with_stats()
-    }
+    rows = {row.pk: row for row in Conversation.objects.with_active_run().with_stats()}
     assert (rows[rich.pk].has_active_run, rows[quiet.pk].has_active_run) == (False, True)
     assert (rows[rich.pk].run_count, rows[rich.pk].tool_call_count) == (2, 2)
     assert rows[rich.pk].total_tokens == sum(run.total_tokens for run in rich.runs.all())
