@@ -140,6 +140,10 @@ class ToolCall(models.Model):
         return f"{self.name} ({self.status})"
 
     @property
+    def is_active(self) -> bool:
+        return self.status == ToolCallStatus.IN_PROGRESS
+
+    @property
     def display_name(self) -> str:
         from chat.agent.tools import humanize
 

@@ -76,7 +76,7 @@ def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation
 
     warnings = []
     violations = history.validate(
-        record.history(), allow_trailing_pending=record.has_run_in_progress
+        record.history(), allow_trailing_pending=bool(record.runs_in_progress())
     )
     if violations:
         warnings.append(

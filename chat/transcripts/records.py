@@ -171,13 +171,12 @@ class FullRecord(_Record):
             for call in run.tool_calls:
                 if call.message is not None and call.message not in known:
                     raise ValueError(f"runs.{position}: tool call {call.call_id!r}: no message")
-        if sum(run.status == RunStatus.IN_PROGRESS for run in self.runs) > 1:
+        if len(self.runs_in_progress()) > 1:
             raise ValueError("runs: more than one run in progress")
         return self
 
-    @property
-    def has_run_in_progress(self) -> bool:
-        return any(run.status == RunStatus.IN_PROGRESS for run in self.runs)
+    def runs_in_progress(self) -> list[RunRecord]:
+        return [run for run in self.runs if run.status == RunStatus.IN_PROGRESS]
 
     def history(self) -> list[agent.ChatMessage]:
         return [message.value() for message in sorted(self.messages, key=lambda m: m.index)]
