@@ -24,6 +24,7 @@ from django.utils.html import escape
 from chat.agent import events
 from chat.agent.tools import humanize
 from chat.models import Conversation, Message, ModelCall, Run, ToolCall
+from chat.models.conversations import group_name
 from chat.rendering import markdown
 from chat.templatetags.chat_tags import pill
 
@@ -160,7 +161,7 @@ class RunPublisher:
         self.run = run
         self.user_message = user_message
         self.sender = sender
-        self.group = f"conversation.{run.conversation_id}"
+        self.group = group_name(run.conversation_id)
         self.layer = get_channel_layer()
         self.interval = interval
         self.state = LiveState()

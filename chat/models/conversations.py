@@ -19,6 +19,11 @@ logger = logging.getLogger(__name__)
 TITLE_CHARS = 60
 
 
+def group_name(conversation_id: int) -> str:
+    """The channel layer group every socket watching a conversation joins."""
+    return f"conversation.{conversation_id}"
+
+
 def title_from(text: str) -> str:
     """A conversation title from its first message: one line, at most TITLE_CHARS characters."""
     line = " ".join(text.split())
@@ -118,8 +123,7 @@ class Conversation(models.Model):
 
     @property
     def group_name(self) -> str:
-        """The channel layer group every socket watching this conversation joins."""
-        return f"conversation.{self.pk}"
+        return group_name(self.pk)
 
     def agent_parameters(self) -> AgentParameters:
         """The stored snapshot; tools no longer registered in this process are left out."""
