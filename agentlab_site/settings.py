@@ -15,7 +15,11 @@ from django.utils.csp import CSP
 django_stubs_ext.monkeypatch()
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = Path(os.environ.get("AGENTLAB_VAR_DIR", BASE_DIR / "var"))
+# A checkout keeps templates/ and static/ at its top; an installed wheel carries them in this
+# package, and keeps its var/ in the working directory rather than in site-packages.
+CHECKOUT = (BASE_DIR / "templates").is_dir()
+FILES_DIR = BASE_DIR if CHECKOUT else Path(__file__).resolve().parent
+VAR_DIR = Path(os.environ.get("AGENTLAB_VAR_DIR", (BASE_DIR if CHECKOUT else Path.cwd()) / "var"))
 
 
 def env_bool(name: str, default: bool = False) -> bool:
@@ -84,7 +88,7 @@ ROOT_URLCONF = "agentlab_site.urls"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [FILES_DIR / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -165,7 +169,7 @@ USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [FILES_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "staticfiles"
 STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missing one
 # Serve static files straight from the apps (no collectstatic); on by default only in DEBUG.

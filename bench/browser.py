@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import shutil
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,17 +20,8 @@ from typing import Any
 from bench.direct import DirectReply, stream_reply
 from bench.provider import ReplySpec
 from bench.stats import check_tokens
+from chat.testing.browser import CHROMIUM, CHROMIUM_ARGS
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 OBSERVER = """
 (() => {
   const b = window.__bench = {t0: null, first: null, firstFrame: null, done: null,

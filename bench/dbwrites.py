@@ -4,7 +4,7 @@
 OpenAICompatibleChatClient against the bench provider, once per reply length, and counts the
 INSERT, UPDATE and DELETE statements every database connection of the process executes (the run
 writes from sync_to_async's thread, so the counter goes on every connection as it is created).
-It prints one JSON object. The environment (DATABASE_URL, ...) comes from bench.site.Site.
+It prints one JSON object. The environment (DATABASE_URL, ...) comes from chat.testing.site.Site.
 """
 
 from __future__ import annotations

@@ -15,14 +15,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.provider import MODEL, TOOL_NAME, ReplySpec
+from bench.stats import Timed
 
 
 @dataclass
-class DirectReply:
+class DirectReply(Timed):
     """Client-side timing of one reply read straight from the provider."""
 
     tag: str
-    started: float
+    sent_at: float
     first_token: float | None = None
     completed: float | None = None
     text: str = ""
@@ -31,14 +32,6 @@ class DirectReply:
     rounds: int = 0
     error: str = ""
     gaps: list[float] = field(default_factory=list)
-
-    @property
-    def ttft(self) -> float | None:
-        return None if self.first_token is None else self.first_token - self.started
-
-    @property
-    def total(self) -> float | None:
-        return None if self.completed is None else self.completed - self.started
 
 
 TOOLS = [
@@ -89,7 +82,7 @@ async def _read_events(reader: asyncio.StreamReader) -> Any:
 
 async def stream_reply(host: str, port: int, spec: ReplySpec) -> DirectReply:
     """One complete reply, tool rounds included, timed from before the connection opens."""
-    reply = DirectReply(tag=spec.tag, started=time.monotonic())
+    reply = DirectReply(tag=spec.tag, sent_at=time.monotonic())
     messages: list[dict[str, Any]] = [{"role": "user", "content": spec.prompt()}]
     text: list[str] = []
     writer: asyncio.StreamWriter | None = None

@@ -19,18 +19,16 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import re
 import signal
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
-from types import TracebackType
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from chat.testing.processes import ROOT, ManagedProcess
+
 MODEL = "bench-model"
 TOOL_NAME = "get_current_time"
 _FIELDS = re.compile(r"\b(tag|tokens|pace_ms|tools)=([\w.]+)")
@@ -264,12 +262,14 @@ def main(argv: list[str] | None = None) -> None:
     asyncio.run(_serve(args.host, args.port, default))
 
 
-class ProviderProcess:
+class ProviderProcess(ManagedProcess):
     """`python -m bench.provider` as a child process on a free port."""
 
+    name = "bench provider"
+
     def __init__(self, *, default: ReplySpec | None = None) -> None:
+        super().__init__()
         self.default = default or ReplySpec()
-        self.process: subprocess.Popen[str] | None = None
         self.url = ""
         self.port = 0
 
@@ -277,8 +277,8 @@ class ProviderProcess:
     def base_url(self) -> str:
         return f"{self.url}/v1"
 
-    def start(self) -> ProviderProcess:
-        self.process = subprocess.Popen(
+    def launch(self) -> subprocess.Popen[Any]:
+        return subprocess.Popen(
             [
                 sys.executable, "-m", "bench.provider",
                 "--tokens", str(self.default.tokens),
@@ -290,35 +290,14 @@ class ProviderProcess:
             text=True,
             start_new_session=True,
         )  # fmt: skip
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline().strip()
+
+    def wait_ready(self, process: subprocess.Popen[Any]) -> None:
+        """The provider prints the address it listens on once it does."""
+        line = process.stdout.readline().strip() if process.stdout else ""
         if not line.startswith("listening on "):
-            self.stop()
             raise RuntimeError(f"the bench provider did not start: {line!r}")
         self.url = line.removeprefix("listening on ")
         self.port = int(self.url.rsplit(":", 1)[1])
-        return self
-
-    def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
-
-    def __enter__(self) -> ProviderProcess:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 if __name__ == "__main__":

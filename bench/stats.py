@@ -1,4 +1,4 @@
-"""Percentiles and the token check (lost, duplicated, reordered) of the benchmark."""
+"""Percentiles, reply timings and the token check (lost, duplicated, reordered) of the benchmark."""
 
 from __future__ import annotations
 
@@ -34,6 +34,28 @@ def summary(values: Iterable[float | None]) -> dict[str, Any]:
         "mean": sum(present) / len(present),
         "max": max(present),
     }
+
+
+class Timed:
+    """A reply's times on the monotonic clock: request sent, first token, completed."""
+
+    sent_at: float
+    first_token: float | None
+    completed: float | None
+
+    @property
+    def ttft(self) -> float | None:
+        return None if self.first_token is None else self.first_token - self.sent_at
+
+    @property
+    def total(self) -> float | None:
+        return None if self.completed is None else self.completed - self.sent_at
+
+
+def wall(replies: Sequence[Timed]) -> float:
+    """From the first request sent to the last reply completed (0 when none completed)."""
+    ends = [reply.completed for reply in replies if reply.completed is not None]
+    return (max(ends) - min(reply.sent_at for reply in replies)) if ends else 0.0
 
 
 @dataclass

@@ -20,6 +20,7 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 
 from bench.provider import ReplySpec
+from bench.stats import Timed
 
 DONE = 'data-running="false"'
 _DELTA = re.compile(r'<span id="reply-(\d+)-text" hx-swap-oob="beforeend">(.*?)</span>', re.S)
@@ -38,7 +39,7 @@ class Target:
 
 
 @dataclass
-class RelayedReply:
+class RelayedReply(Timed):
     """Client-side timing and content of one reply relayed by the app over a WebSocket."""
 
     tag: str
@@ -55,14 +56,6 @@ class RelayedReply:
     notices: list[str] = field(default_factory=list)
     gaps: list[float] = field(default_factory=list)
     run: int | None = None
-
-    @property
-    def ttft(self) -> float | None:
-        return None if self.first_token is None else self.first_token - self.sent_at
-
-    @property
-    def total(self) -> float | None:
-        return None if self.completed is None else self.completed - self.sent_at
 
     @property
     def streaming_span(self) -> float:

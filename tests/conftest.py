@@ -1,9 +1,18 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 from django.conf import LazySettings
+from django.contrib.auth import get_user_model
+from django.test import Client
 
-pytest_plugins = ["tests.fake_openai"]
+from chat.testing import factories as make
+from chat.testing.openai_server import FakeOpenAIServer
+
+SLOW = {"browser", "scaleout"}
+"""Markers of tests that also get `slow`: `pytest -m "not slow"` is the quick inner loop."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -11,6 +20,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "page" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
+        if SLOW & set(item.keywords):
+            item.add_marker(pytest.mark.slow)
     items.sort(key=lambda item: "page" in getattr(item, "fixturenames", ()))
 
 
@@ -21,3 +32,30 @@ def _offline_provider(settings: LazySettings) -> None:
     settings.OPENAI_API_KEY = ""
     settings.AGENTLAB_MODEL = ""
     settings.AGENTLAB_SCRIPTED_DELAY = 0
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAIServer]:
+    """A started FakeOpenAIServer, stopped after the test."""
+    with FakeOpenAIServer() as server:
+        yield server
+
+
+@pytest.fixture
+def user() -> Any:
+    return get_user_model().objects.create_user("ada", password="pw-123456789")
+
+
+@pytest.fixture
+def client_in(user: Any) -> Client:
+    """A client logged in as `user`."""
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def staff(client: Client) -> Client:
+    """The test client, logged in as a superuser."""
+    client.force_login(make.user("root", is_staff=True, is_superuser=True))
+    return client

@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from chat import agent, transcripts
-from chat.admin import redact
+from chat.agent.redaction import redact
 from chat.models import (
     Conversation,
     HistoryRepair,
@@ -21,7 +21,8 @@ from chat.models import (
     Run,
     ToolCall,
 )
-from tests import transcript_factory as make
+from chat.runs.providers import known_keys
+from chat.testing import factories as make
 
 pytestmark = pytest.mark.django_db
 
@@ -30,12 +31,6 @@ MODELS = [Conversation, Run, Message, ToolCall, ModelCall, HistoryRepair]
 
 def url(model: type, view: str, *args: object) -> str:
     return reverse(f"admin:chat_{model._meta.model_name}_{view}", args=args)
-
-
-@pytest.fixture
-def staff(client: Client) -> Client:
-    client.force_login(make.user("root", is_staff=True, is_superuser=True))
-    return client
 
 
 @pytest.fixture
@@ -145,7 +140,7 @@ def test_redact_keeps_token_counts_and_removes_configured_key(settings: LazySett
         "password": "",
         "messages": [{"content": "echo plain-secret-value"}],
     }
-    assert redact(value) == {
+    assert redact(value, known_keys()) == {
         "max_tokens": 5,
         "api_key": "[REDACTED]",
         "password": "",
@@ -323,10 +318,11 @@ def test_conversations_show_and_filter_by_their_provider_profile(staff: Client) 
         assert response.status_code == 200
         return {row.pk: row.model_name for row in response.context["cl"].result_list}
 
-    # With no model of its own, a conversation on a profile talks to the profile's model.
-    assert listed() == {chosen.pk: "mistral-small-latest", default.pk: ""}
+    # With no model of its own, a conversation on a profile talks to the profile's model, and
+    # one on the default endpoint to the environment's (here none: the scripted model).
+    assert listed() == {chosen.pk: "mistral-small-latest", default.pk: "scripted"}
     assert listed(provider=mistral.pk) == {chosen.pk: "mistral-small-latest"}
-    assert listed(provider="default") == {default.pk: ""}
+    assert listed(provider="default") == {default.pk: "scripted"}
     listing = staff.get(url(Conversation, "changelist")).content.decode()
     assert "?provider=default" in listing and f"?provider={mistral.pk}" in listing
 

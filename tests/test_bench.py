@@ -7,10 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.stats import check_tokens, percentile, summary
-from tests.servers import ROOT
+from chat.testing.processes import ROOT
 
 
+@pytest.mark.slow
 def test_bench_runs_end_to_end_and_reports_every_figure(tmp_path: Path) -> None:
     output = tmp_path / "bench.json"
     result = subprocess.run(

@@ -9,8 +9,9 @@ from django.core.management import CommandError, call_command
 
 from chat.agent import history
 from chat.models import Conversation, ModelCall, Run, ToolCall
+from chat.testing.openai_script import error, text_turn, tool_turn
+from chat.testing.openai_server import FakeOpenAIServer
 from chat.transcripts import load_history
-from tests.fake_openai import FakeOpenAIServer, error, text_turn, tool_turn
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -85,22 +86,9 @@ def test_against_a_strict_openai_compatible_server(fake_openai: FakeOpenAIServer
     assert json.loads(out)["text"] == "You are welcome."
 
     bodies = [r.body for r in fake_openai.requests]
-    assert [m["role"] for m in bodies[1]["messages"]] == [
-        "system",
-        "user",
-        "assistant",
-        "tool",
-        "tool",
-    ]
-    assert [m["role"] for m in bodies[2]["messages"]] == [
-        "system",
-        "user",
-        "assistant",
-        "tool",
-        "tool",
-        "assistant",
-        "user",
-    ]
+    first_turn = ["system", "user", "assistant", "tool", "tool"]
+    assert [m["role"] for m in bodies[1]["messages"]] == first_turn
+    assert [m["role"] for m in bodies[2]["messages"]] == [*first_turn, "assistant", "user"]
     assert bodies[0]["model"] == "m-1" and bodies[0]["stream"] is True
     assert fake_openai.requests[0].headers["authorization"] == "Bearer sk-test-secret"
     for call in ModelCall.objects.all():

@@ -13,7 +13,8 @@ from django.conf import LazySettings
 from django.core.management import CommandError, call_command
 
 from chat.models import ProviderProfile
-from tests.fake_openai import FakeOpenAIServer, error, text_turn, tool_turn
+from chat.testing.openai_script import error, text_turn, tool_turn
+from chat.testing.openai_server import FakeOpenAIServer
 
 SECRET = "sk-probe-secret-0123456789"
 CALL = ("call_1", "get_current_time", '{"timezone": "UTC"}')

@@ -18,10 +18,10 @@ from django.test import Client
 from chat import runs
 from chat.agent import history
 from chat.models import Conversation, Run
+from chat.testing.processes import ROOT, DaphneServer
 from chat.transcripts import load_history
-from tests.servers import ROOT, DaphneServer
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 RUNS = 20
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -17,8 +17,11 @@ from agentlab_site.asgi import application
 from chat import agent, runs
 from chat.agent.errors import ProviderHTTPError
 from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
-from chat.models import Conversation, Message, Run
+from chat.models import Message, Run
 from chat.routing import websocket_urlpatterns
+from chat.runs import lifecycle
+from chat.testing import factories as make
+from chat.testing.sockets import DONE, STREAMED, connect, frames_until, send, streamed_text
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ORIGIN = (b"origin", b"http://localhost")
@@ -29,62 +32,34 @@ def make_user(name: str = "ada") -> Any:
     return get_user_model().objects.create_user(name, password="pw-123456789")
 
 
-@database_sync_to_async
-def make_conversation(owner: Any) -> Conversation:
-    conversation = Conversation(owner=owner)
-    conversation.set_agent_parameters(runs.default_parameters())
-    conversation.save()
-    return conversation
+make_conversation = database_sync_to_async(make.new_conversation)
 
 
 @pytest.fixture
 def use_client(monkeypatch: pytest.MonkeyPatch) -> Callable[[ScriptedChatClient], None]:
     def use(client: ScriptedChatClient) -> None:
-        monkeypatch.setattr(runs, "build_client", lambda **_: client)
+        monkeypatch.setattr(lifecycle, "build_client", lambda *_, **__: client)
 
     return use
 
 
-async def connect(user: Any, conversation: Conversation) -> WebsocketCommunicator:
-    communicator = WebsocketCommunicator(
-        URLRouter(websocket_urlpatterns), f"/ws/conversations/{conversation.pk}/"
-    )
-    communicator.scope["user"] = user
-    connected, _ = await communicator.connect()
-    assert connected
-    return communicator
+OpenSocket = Callable[[ScriptedChatClient], Awaitable[WebsocketCommunicator]]
 
 
-async def frames_until(
-    communicator: WebsocketCommunicator, marker: str, wait: float = 5
-) -> list[str]:
-    frames: list[str] = []
-    while not frames or marker not in frames[-1]:
-        frames.append(await communicator.receive_from(timeout=wait))
-    return frames
+@pytest.fixture
+def open_socket(use_client: Callable[[ScriptedChatClient], None]) -> OpenSocket:
+    """A socket of a new user on a new conversation, whose runs use the given client."""
+
+    async def open_with(client: ScriptedChatClient) -> WebsocketCommunicator:
+        use_client(client)
+        user = await make_user()
+        return await connect(user, await make_conversation(user))
+
+    return open_with
 
 
-DONE = 'data-running="false"'
-STREAMED = '-text" hx-swap-oob="beforeend"'
-
-
-async def send(communicator: WebsocketCommunicator, message: str) -> None:
-    await communicator.send_to(text_data=json.dumps({"action": "send", "message": message}))
-
-
-def text_of(frames: list[str]) -> str:
-    return "".join(
-        chunk
-        for frame in frames
-        for chunk in re.findall(r'-text" hx-swap-oob="beforeend">(.*?)</span>', frame, re.S)
-    )
-
-
-async def test_a_run_streams_indicator_pills_and_final_reply(use_client: Any) -> None:
-    user = await make_user()
-    conversation = await make_conversation(user)
-    use_client(ScriptedChatClient())
-    ws = await connect(user, conversation)
+async def test_a_run_streams_indicator_pills_and_final_reply(open_socket: OpenSocket) -> None:
+    ws = await open_socket(ScriptedChatClient())
 
     await send(ws, "What time is it? Search the cards for pills too")
     frames = await frames_until(ws, DONE)
@@ -104,11 +79,8 @@ async def test_a_run_streams_indicator_pills_and_final_reply(use_client: Any) ->
     await ws.disconnect()
 
 
-async def test_a_reply_without_tools_has_no_pill_row(use_client: Any) -> None:
-    user = await make_user()
-    conversation = await make_conversation(user)
-    use_client(ScriptedChatClient(["Just **text**."]))
-    ws = await connect(user, conversation)
+async def test_a_reply_without_tools_has_no_pill_row(open_socket: OpenSocket) -> None:
+    ws = await open_socket(ScriptedChatClient(["Just **text**."]))
     await send(ws, "hello")
     final = (await frames_until(ws, DONE))[-1]
     assert "<strong>text</strong>" in final
@@ -116,17 +88,14 @@ async def test_a_reply_without_tools_has_no_pill_row(use_client: Any) -> None:
     await ws.disconnect()
 
 
-async def test_deltas_are_coalesced_and_escaped(use_client: Any) -> None:
-    user = await make_user()
-    conversation = await make_conversation(user)
+async def test_deltas_are_coalesced_and_escaped(open_socket: OpenSocket) -> None:
     reply = "<b>tag</b> " + " ".join(f"w{i}" for i in range(3000))
-    use_client(ScriptedChatClient([reply]))
-    ws = await connect(user, conversation)
+    ws = await open_socket(ScriptedChatClient([reply]))
     await send(ws, "talk a lot")
     frames = await frames_until(ws, DONE, wait=10)
 
     assert len(frames) < 40, len(frames)
-    streamed = text_of(frames)
+    streamed = streamed_text(frames)
     assert streamed.startswith("&lt;b&gt;tag&lt;/b&gt; w0 w1")
     assert streamed.endswith("w2999")
     assert "<b>tag</b>" not in "".join(frames)
@@ -134,12 +103,9 @@ async def test_deltas_are_coalesced_and_escaped(use_client: Any) -> None:
     await ws.disconnect()
 
 
-async def test_provider_error_shows_status_and_message(use_client: Any) -> None:
-    user = await make_user()
-    conversation = await make_conversation(user)
+async def test_provider_error_shows_status_and_message(open_socket: OpenSocket) -> None:
     error = ProviderHTTPError("Rate limit reached for gpt-x", status_code=429)
-    use_client(ScriptedChatClient([ScriptedTurn("partial ", error=error)]))
-    ws = await connect(user, conversation)
+    ws = await open_socket(ScriptedChatClient([ScriptedTurn("partial ", error=error)]))
     await send(ws, "hi")
     final = (await frames_until(ws, DONE))[-1]
     assert "HTTP 429: Rate limit reached for gpt-x" in final
@@ -147,11 +113,10 @@ async def test_provider_error_shows_status_and_message(use_client: Any) -> None:
     await ws.disconnect()
 
 
-async def test_stop_cancels_and_the_next_message_works(use_client: Any) -> None:
-    user = await make_user()
-    conversation = await make_conversation(user)
-    use_client(ScriptedChatClient([" ".join(["slow"] * 500)], delay=0.01))
-    ws = await connect(user, conversation)
+async def test_stop_cancels_and_the_next_message_works(
+    open_socket: OpenSocket, use_client: Any
+) -> None:
+    ws = await open_socket(ScriptedChatClient([" ".join(["slow"] * 500)], delay=0.01))
     await send(ws, "go")
     await frames_until(ws, STREAMED)
     await ws.send_to(text_data=json.dumps({"action": "cancel"}))
@@ -167,11 +132,10 @@ async def test_stop_cancels_and_the_next_message_works(use_client: Any) -> None:
     await ws.disconnect()
 
 
-async def test_second_send_while_running_is_refused_and_writes_nothing(use_client: Any) -> None:
-    user = await make_user()
-    conversation = await make_conversation(user)
-    use_client(ScriptedChatClient([" ".join(["slow"] * 300)], delay=0.01))
-    ws = await connect(user, conversation)
+async def test_second_send_while_running_is_refused_and_writes_nothing(
+    open_socket: OpenSocket,
+) -> None:
+    ws = await open_socket(ScriptedChatClient([" ".join(["slow"] * 300)], delay=0.01))
     await send(ws, "first")
     await frames_until(ws, STREAMED)
     await send(ws, "second")
@@ -218,11 +182,8 @@ async def test_binary_and_oversized_frames_are_refused(settings: Any) -> None:
     await ws.disconnect()
 
 
-async def test_user_input_is_escaped(use_client: Any) -> None:
-    user = await make_user()
-    conversation = await make_conversation(user)
-    use_client(ScriptedChatClient(["ok"]))
-    ws = await connect(user, conversation)
+async def test_user_input_is_escaped(open_socket: OpenSocket) -> None:
+    ws = await open_socket(ScriptedChatClient(["ok"]))
     await send(ws, '<img src=x onerror="alert(1)">')
     frames = await frames_until(ws, DONE)
     assert "<img" not in "".join(frames)
@@ -265,16 +226,13 @@ async def test_reconnect_mid_run_catches_up(use_client: Any) -> None:
     assert 'class="message assistant streaming"' in snapshot and 'hx-swap-oob="true"' in snapshot
     caught_up = re.search(r'id="reply-\d+-text">(.*?)</div>', snapshot, re.S)
     assert caught_up and caught_up.group(1).startswith("w0 w1")
-    assembled = caught_up.group(1) + text_of(frames[1:])
+    assembled = caught_up.group(1) + streamed_text(frames[1:])
     assert assembled == " ".join(words)
     await late.disconnect()
 
 
-async def test_closing_the_socket_does_not_stop_the_run(use_client: Any) -> None:
-    user = await make_user()
-    conversation = await make_conversation(user)
-    use_client(ScriptedChatClient(["a b c d e f g h"], delay=0.02))
-    ws = await connect(user, conversation)
+async def test_closing_the_socket_does_not_stop_the_run(open_socket: OpenSocket) -> None:
+    ws = await open_socket(ScriptedChatClient(["a b c d e f g h"], delay=0.02))
     await send(ws, "go")
     await frames_until(ws, 'data-running="true"')
     await ws.disconnect()
@@ -372,11 +330,8 @@ async def test_a_frame_naming_another_conversation_is_refused(use_client: Any) -
     await ws.disconnect()
 
 
-async def test_stop_twice_and_stop_after_the_end_are_harmless(use_client: Any) -> None:
-    user = await make_user()
-    conversation = await make_conversation(user)
-    use_client(ScriptedChatClient([" ".join(["slow"] * 300)], delay=0.01))
-    ws = await connect(user, conversation)
+async def test_stop_twice_and_stop_after_the_end_are_harmless(open_socket: OpenSocket) -> None:
+    ws = await open_socket(ScriptedChatClient([" ".join(["slow"] * 300)], delay=0.01))
     await send(ws, "go")
     await frames_until(ws, STREAMED)
     cancel = json.dumps({"action": "cancel"})
@@ -392,11 +347,8 @@ async def test_stop_twice_and_stop_after_the_end_are_harmless(use_client: Any) -
     await ws.disconnect()
 
 
-async def test_double_submit_starts_one_run(use_client: Any) -> None:
-    user = await make_user()
-    conversation = await make_conversation(user)
-    use_client(ScriptedChatClient(["one reply"], delay=0.01))
-    ws = await connect(user, conversation)
+async def test_double_submit_starts_one_run(open_socket: OpenSocket) -> None:
+    ws = await open_socket(ScriptedChatClient(["one reply"], delay=0.01))
     await send(ws, "same message")
     await send(ws, "same message")
     frames = await frames_until(ws, DONE)

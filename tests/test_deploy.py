@@ -5,7 +5,7 @@ import secrets
 import subprocess
 import sys
 
-from tests.servers import ROOT
+from chat.testing.processes import ROOT
 
 
 def manage(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

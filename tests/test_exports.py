@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from chat import agent, exports, transcripts
+from chat import agent, transcripts
 from chat.agent import history
 from chat.models import Conversation, HistoryRepair, Message, ModelCall, Run, ToolCall
-from tests import transcript_factory as make
-from tests.fake_openai import validate_request
+from chat.testing import factories as make
+from chat.testing.openai_script import validate_request
 
 pytestmark = pytest.mark.django_db
 
@@ -293,10 +293,3 @@ def test_a_line_that_is_not_utf8_is_reported(tmp_path: Path) -> None:
         call_command("import_transcripts", str(path), stdout=StringIO(), stderr=err)
 
     assert "line 1: not UTF-8 text" in err.getvalue()
-
-
-def test_parse_since_reads_dates_and_datetimes() -> None:
-    assert exports.parse_since("2025-03-01").isoformat() == "2025-03-01T00:00:00+00:00"
-    assert exports.parse_since("2025-03-01T10:00:00+02:00").utcoffset() is not None
-    with pytest.raises(ValueError, match="YYYY-MM-DD"):
-        exports.parse_since("03/01/2025")

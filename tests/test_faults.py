@@ -2,29 +2,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from channels.db import database_sync_to_async
-from django.contrib.auth import get_user_model
 
-from chat import agent, runs, transcripts
+from chat import agent, runs
 from chat.agent import events, history
 from chat.agent.clients import OpenAICompatibleChatClient
 from chat.models import Conversation, ModelCall, Run, ToolCall
-from tests.fake_openai import (
-    FakeOpenAIServer,
-    ScriptedResponse,
-    chunk,
-    error,
-    sse,
-    text_turn,
-    tool_turn,
-)
+from chat.testing import factories as make
+from chat.testing.openai_script import ScriptedResponse, chunk, error, sse, text_turn, tool_turn
+from chat.testing.openai_server import FakeOpenAIServer, client_for
+from chat.testing.processes import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -34,38 +26,11 @@ PARTIAL = "Hello th"  # the role chunk and two 4-character pieces of TEXT
 NEXT_REPLY = "Back on track."
 
 
+FAIL_FAST = {"max_retries": 1, "max_retry_wait": 0.2, "read_timeout": 0.5, "connect_timeout": 0.5}
+
+
 def make_client(base_url: str) -> OpenAICompatibleChatClient:
-    return OpenAICompatibleChatClient(
-        base_url=base_url,
-        api_key=API_KEY,
-        model="m",
-        max_retries=1,
-        backoff=0,
-        max_retry_wait=0.2,
-        read_timeout=0.5,
-        connect_timeout=0.5,
-    )
-
-
-def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
-@database_sync_to_async
-def make_conversation(**parameters: object) -> Conversation:
-    user, _ = get_user_model().objects.get_or_create(username="ada")
-    conversation = Conversation(owner=user)
-    conversation.set_agent_parameters(agent.AgentParameters.model_validate(parameters))
-    conversation.save()
-    return conversation
-
-
-@database_sync_to_async
-def stored(conversation: Conversation) -> list[agent.ChatMessage]:
-    return transcripts.load_history(conversation)
+    return client_for(base_url, api_key=API_KEY, model="m", **FAIL_FAST)
 
 
 class Seen(list[events.RunEvent]):
@@ -89,14 +54,7 @@ class Seen(list[events.RunEvent]):
 async def start(
     conversation: Conversation, content: str, base_url: str, seen: Seen
 ) -> runs.RunHandle:
-    owner = await database_sync_to_async(lambda: conversation.owner)()
-    return await runs.start_run(
-        conversation=conversation,
-        user=owner,
-        content=content,
-        client=make_client(base_url),
-        listeners=[seen],
-    )
+    return await make.start_as_owner(conversation, content, make_client(base_url), [seen])
 
 
 async def run_once(
@@ -131,7 +89,7 @@ async def assert_next_message_works(
 
     assert (run.status, run.error) == ("completed", "")
     assert len(fake_openai.requests) == before + 1
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert (messages[-1].role, messages[-1].content) == ("assistant", NEXT_REPLY)
     assert history.validate(messages) == []
     body: dict[str, Any] = fake_openai.requests[-1].body
@@ -144,7 +102,7 @@ async def assert_no_key_anywhere(run: Run, seen: Seen) -> None:
     for model_call in await model_calls(run):
         assert API_KEY not in model_call.error
         assert API_KEY not in json.dumps(model_call.request)
-    for message in await stored(await Conversation.objects.aget(pk=run.conversation_id)):
+    for message in await make.ahistory(await Conversation.objects.aget(pk=run.conversation_id)):
         assert API_KEY not in message.model_dump_json()
     assert all(API_KEY not in repr(event) for event in seen)
 
@@ -259,9 +217,9 @@ PROVIDER_FAULTS = {
 async def test_provider_fault_is_reported_keeps_history_valid_and_the_next_message_works(
     fake_openai: FakeOpenAIServer, fault: ProviderFault, caplog: pytest.LogCaptureFixture
 ) -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
     fake_openai.enqueue(*fault.responses)
-    base_url = f"http://127.0.0.1:{closed_port()}/v1" if fault.refused else fake_openai.base_url
+    base_url = f"http://127.0.0.1:{free_port()}/v1" if fault.refused else fake_openai.base_url
     seen = Seen()
     started = time.monotonic()
 
@@ -277,7 +235,7 @@ async def test_provider_fault_is_reported_keeps_history_valid_and_the_next_messa
     assert len(fake_openai.requests) == fault.requests
     assert all(r.headers["authorization"] == f"Bearer {API_KEY}" for r in fake_openai.requests)
 
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert history.validate(messages) == []
     if fault.partial is not None:
         assert [(m.role, m.content) for m in messages] == [
@@ -310,7 +268,7 @@ async def test_provider_fault_is_reported_keeps_history_valid_and_the_next_messa
 async def test_final_answer_after_several_tool_rounds_is_stored(
     fake_openai: FakeOpenAIServer,
 ) -> None:
-    conversation = await make_conversation(enabled_tools=["get_current_time"])
+    conversation = await make.aconversation(enabled_tools=["get_current_time"])
     for round_ in range(3):
         fake_openai.enqueue(tool_turn([(f"call_{round_}", "get_current_time", "{}")]))
     fake_openai.enqueue(text_turn("Final answer after three rounds."))
@@ -318,7 +276,7 @@ async def test_final_answer_after_several_tool_rounds_is_stored(
     run = await run_once(conversation, "go", fake_openai.base_url)
 
     assert (run.status, run.error, run.steps) == ("completed", "", 4)
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert [m.role for m in messages] == ["user", *["assistant", "tool"] * 3, "assistant"]
     assert messages[-1].content == "Final answer after three rounds."
     assert history.validate(messages) == []
@@ -335,13 +293,13 @@ async def test_final_answer_after_several_tool_rounds_is_stored(
 async def test_tool_call_ids_reused_across_turns_keep_history_valid(
     fake_openai: FakeOpenAIServer,
 ) -> None:
-    conversation = await make_conversation(enabled_tools=["get_current_time"])
+    conversation = await make.aconversation(enabled_tools=["get_current_time"])
     for answer in ("one", "two"):
         fake_openai.enqueue(tool_turn([("call_0", "get_current_time", "{}")]), text_turn(answer))
         run = await run_once(conversation, "what time is it?", fake_openai.base_url)
         assert run.status == "completed"
 
-    assert history.validate(await stored(conversation)) == []
+    assert history.validate(await make.ahistory(conversation)) == []
 
 
 @pytest.fixture
@@ -400,7 +358,7 @@ TOOL_FAULTS = [
 async def test_tool_fault_is_a_result_the_model_sees_and_the_run_completes(
     fake_openai: FakeOpenAIServer, name: str, arguments: str, expected: str
 ) -> None:
-    conversation = await make_conversation(
+    conversation = await make.aconversation(
         enabled_tools=["get_current_time", "fault_raiser", "fault_sleeper"]
     )
     fake_openai.enqueue(tool_turn([("call_bad", name, arguments)]), text_turn("Sorry about that."))
@@ -419,7 +377,7 @@ async def test_tool_fault_is_a_result_the_model_sees_and_the_run_completes(
     )
     assert log.error.startswith(expected)
     assert log.duration is not None and log.duration < 1
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert messages[2].content == log.result and messages[-1].content == "Sorry about that."
     assert history.validate(messages) == []
@@ -435,7 +393,7 @@ async def test_tool_fault_is_a_result_the_model_sees_and_the_run_completes(
 
 @pytest.mark.usefixtures("fault_tools")
 async def test_a_huge_tool_result_is_stored_whole(fake_openai: FakeOpenAIServer) -> None:
-    conversation = await make_conversation(enabled_tools=["fault_huge"])
+    conversation = await make.aconversation(enabled_tools=["fault_huge"])
     fake_openai.enqueue(tool_turn([("call_huge", "fault_huge", "{}")]), text_turn("That is big."))
 
     run = await run_once(conversation, "go", fake_openai.base_url)
@@ -444,7 +402,7 @@ async def test_a_huge_tool_result_is_stored_whole(fake_openai: FakeOpenAIServer)
     (log,) = await tool_calls(run)
     assert log.status == "completed"
     assert len(log.result) == len(HUGE) == 1_048_576 and log.result == HUGE
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert messages[2].role == "tool" and len(messages[2].content or "") == len(HUGE)
     assert messages[2].content == HUGE
     assert fake_openai.requests[1].body["messages"][2]["content"] == HUGE
@@ -467,8 +425,13 @@ def slow_tool() -> Iterator[None]:
         agent.default_registry.unregister("fault_slow")
 
 
-async def cancel_after(handle: runs.RunHandle, seen: Seen, kind: type[events.RunEvent]) -> float:
-    """Cancel the run once it told `kind`; returns how long the cancel took to land."""
+async def cancelled_run(
+    fake_openai: FakeOpenAIServer, conversation: Conversation, kind: type[events.RunEvent]
+) -> Run:
+    """Start a run and cancel it once it told `kind`: the cancel lands within a second, and the
+    provider is asked nothing more."""
+    seen = Seen()
+    handle = await start(conversation, "go", fake_openai.base_url, seen)
     await seen.first(kind)
     await asyncio.sleep(0.1)
     cancelled_at = time.monotonic()
@@ -476,26 +439,25 @@ async def cancel_after(handle: runs.RunHandle, seen: Seen, kind: type[events.Run
     with pytest.raises(asyncio.CancelledError):
         async with asyncio.timeout(5):
             await handle.task
-    return time.monotonic() - cancelled_at
-
-
-@pytest.mark.usefixtures("slow_tool")
-async def test_cancel_during_a_slow_tool(fake_openai: FakeOpenAIServer) -> None:
-    conversation = await make_conversation(enabled_tools=["fault_slow"])
-    fake_openai.enqueue(tool_turn([("call_slow", "fault_slow", "{}")]))
-    seen = Seen()
-    handle = await start(conversation, "go", fake_openai.base_url, seen)
-
-    took = await cancel_after(handle, seen, events.ToolCallStarted)
+    took = time.monotonic() - cancelled_at
     await asyncio.sleep(0.3)
 
     assert took < 1
     assert len(fake_openai.requests) == 1
-    run = await Run.objects.aget(pk=handle.run.pk)
+    return await Run.objects.aget(pk=handle.run.pk)
+
+
+@pytest.mark.usefixtures("slow_tool")
+async def test_cancel_during_a_slow_tool(fake_openai: FakeOpenAIServer) -> None:
+    conversation = await make.aconversation(enabled_tools=["fault_slow"])
+    fake_openai.enqueue(tool_turn([("call_slow", "fault_slow", "{}")]))
+
+    run = await cancelled_run(fake_openai, conversation, events.ToolCallStarted)
+
     assert (run.status, run.error) == ("cancelled", "Cancelled by the user.")
     (log,) = await tool_calls(run)
     assert (log.status, log.error) == ("cancelled", "Cancelled by the user.")
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert [m.role for m in messages] == ["user", "assistant", "tool"]
     assert "Cancelled by the user" in (messages[2].content or "")
     assert history.validate(messages) == []
@@ -506,19 +468,13 @@ async def test_cancel_during_a_slow_tool(fake_openai: FakeOpenAIServer) -> None:
 async def test_cancel_mid_stream_keeps_the_partial_text_and_does_not_retry(
     fake_openai: FakeOpenAIServer,
 ) -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
     fake_openai.enqueue(text_turn("slow " * 200).but(chunk_delay=0.02))
-    seen = Seen()
-    handle = await start(conversation, "go", fake_openai.base_url, seen)
 
-    took = await cancel_after(handle, seen, events.TextDelta)
-    await asyncio.sleep(0.3)
+    run = await cancelled_run(fake_openai, conversation, events.TextDelta)
 
-    assert took < 1
-    assert len(fake_openai.requests) == 1
-    run = await Run.objects.aget(pk=handle.run.pk)
     assert run.status == "cancelled"
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert [m.role for m in messages] == ["user", "assistant"]
     partial = messages[1].content or ""
     assert partial.startswith("slow ") and len(partial) < len("slow " * 200)

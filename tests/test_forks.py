@@ -14,10 +14,13 @@ from django.test import AsyncClient, Client
 from django.urls import reverse
 from django.utils.html import escape
 
-from chat import forks, runs, transcripts
+from chat import runs, transcripts
 from chat.agent import history
 from chat.agent.scripted import ScriptedChatClient
 from chat.models import Conversation, Message, ModelCall, Run, RunStatus, ToolCall
+from chat.runs import lifecycle
+from chat.testing import factories as make
+from chat.transcripts import forks
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,43 +28,16 @@ pytestmark = pytest.mark.django_db(transaction=True)
 @pytest.fixture(autouse=True)
 def scripted_model(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every run started without a client (views, the command) gets the default script."""
-    monkeypatch.setattr(runs, "build_client", lambda **_: ScriptedChatClient())
-
-
-@pytest.fixture
-def user() -> Any:
-    return get_user_model().objects.create_user("ada", password="pw-123456789")
-
-
-@pytest.fixture
-def client_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def turn(conversation: Conversation, content: str) -> Run:
-    async def go() -> Run:
-        handle = await runs.start_run(
-            conversation=conversation,
-            user=conversation.owner,
-            content=content,
-            client=ScriptedChatClient(),
-        )
-        return await handle.task
-
-    return asyncio.run(go())
+    monkeypatch.setattr(lifecycle, "build_client", lambda *_, **__: ScriptedChatClient())
 
 
 @pytest.fixture
 def parent(user: Any) -> Conversation:
     """0 user, 1 assistant asks call_1, 2 tool, 3 assistant; 4 user, 5 assistant asks call_2 and
     call_3, 6 and 7 tool, 8 assistant."""
-    conversation = Conversation(owner=user, title="Times")
-    conversation.set_agent_parameters(runs.default_parameters())
-    conversation.save()
-    turn(conversation, "what time is it?")
-    turn(conversation, "the time and a handoff note please")
+    conversation = make.new_conversation(user, "Times")
+    make.run_turn(conversation, "what time is it?", ScriptedChatClient())
+    make.run_turn(conversation, "the time and a handoff note please", ScriptedChatClient())
     return conversation
 
 

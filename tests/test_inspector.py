@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -8,45 +7,19 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from chat import agent, runs
 from chat.agent.clients import OpenAICompatibleChatClient
 from chat.agent.scripted import ScriptedChatClient
 from chat.models import Conversation, ModelCall, Run
-from tests.fake_openai import FakeOpenAIServer, text_turn, tool_turn
+from chat.testing import factories as make
+from chat.testing.openai_script import text_turn, tool_turn
+from chat.testing.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 KEY = "sk-inspector-canary-123456"
 
 
-@pytest.fixture
-def user() -> Any:
-    return get_user_model().objects.create_user("ada", password="pw-123456789")
-
-
-@pytest.fixture
-def client_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def conversation_of(owner: Any) -> Conversation:
-    conversation = Conversation(owner=owner)
-    conversation.set_agent_parameters(
-        agent.AgentParameters(enabled_tools=("get_current_time",), max_event_loops=5)
-    )
-    conversation.save()
-    return conversation
-
-
-def run_turn(conversation: Conversation, content: str, client: Any) -> Run:
-    async def go() -> Run:
-        handle = await runs.start_run(
-            conversation=conversation, user=conversation.owner, content=content, client=client
-        )
-        return await handle.task
-
-    return asyncio.run(go())
+    return make.conversation(owner, enabled_tools=["get_current_time"], max_event_loops=5)
 
 
 def test_inspector_shows_every_step_as_it_went_over_the_wire(
@@ -61,7 +34,7 @@ def test_inspector_shows_every_step_as_it_went_over_the_wire(
     client = OpenAICompatibleChatClient(
         base_url=fake_openai.base_url, api_key=KEY, model="m-1", backoff=0
     )
-    run = run_turn(conversation, "time?", client)
+    run = make.run_turn(conversation, "time?", client)
     assert run.status == "completed"
 
     url = reverse("chat:run_inspect", args=[conversation.pk, run.pk])
@@ -86,7 +59,7 @@ def test_inspector_shows_every_step_as_it_went_over_the_wire(
 def test_inspector_respects_ownership(client_in: Client, user: Any) -> None:
     other = get_user_model().objects.create_user("mallory", password="pw-123456789")
     theirs = conversation_of(other)
-    run = run_turn(theirs, "hi", ScriptedChatClient(["x"]))
+    run = make.run_turn(theirs, "hi", ScriptedChatClient(["x"]))
     mine = conversation_of(user)
     assert client_in.get(reverse("chat:run_inspect", args=[theirs.pk, run.pk])).status_code == 404
     assert client_in.get(reverse("chat:run_inspect", args=[mine.pk, run.pk])).status_code == 404
@@ -97,7 +70,7 @@ def test_scripted_runs_have_no_curl_and_the_footer_shows_a_timeline(
     client_in: Client, user: Any
 ) -> None:
     conversation = conversation_of(user)
-    run_turn(conversation, "what time is it?", ScriptedChatClient())
+    make.run_turn(conversation, "what time is it?", ScriptedChatClient())
     page = client_in.get(reverse("chat:conversation_detail", args=[conversation.pk]))
     html = page.content.decode()
     assert 'class="timeline"' in html
@@ -112,7 +85,7 @@ def test_scripted_runs_have_no_curl_and_the_footer_shows_a_timeline(
 def test_raw_stream_storage_can_be_turned_off(client_in: Client, user: Any, settings: Any) -> None:
     settings.AGENTLAB_STORE_RAW_STREAM = False
     conversation = conversation_of(user)
-    run = run_turn(conversation, "hello", ScriptedChatClient(["hi"]))
+    run = make.run_turn(conversation, "hello", ScriptedChatClient(["hi"]))
     html = client_in.get(reverse("chat:run_inspect", args=[conversation.pk, run.pk])).content
     assert b"(not kept)" in html
     assert ModelCall.objects.get(run=run).raw_stream == ""

@@ -15,8 +15,9 @@ from django.urls import reverse
 
 from chat import agent, runs, transcripts
 from chat.models import Conversation, ModelCall, ProviderProfile
-from tests import transcript_factory as make
-from tests.fake_openai import FakeOpenAIServer, text_turn, tool_turn
+from chat.testing import factories as make
+from chat.testing.openai_script import text_turn, tool_turn
+from chat.testing.openai_server import FakeOpenAIServer
 from tests.test_check_provider import ALNUM9, mistral_rules
 
 CANARY = "canary-key-value-7f3a9c"
@@ -52,12 +53,6 @@ def form_data(**overrides: Any) -> dict[str, Any]:
     }
     data.update(overrides)
     return data
-
-
-@pytest.fixture
-def staff(client: Client) -> Client:
-    client.force_login(make.user("root", is_staff=True, is_superuser=True))
-    return client
 
 
 # The admin ----------------------------------------------------------------------------------
@@ -218,24 +213,10 @@ def settings_url(conversation: Conversation) -> str:
 
 
 def panel_data(**overrides: Any) -> dict[str, Any]:
-    data = {
-        "agent-profile": "",
-        "agent-model": "",
-        "agent-temperature": "0.5",
-        "agent-top_p": "",
-        "agent-max_tokens": "",
-        "agent-max_event_loops": "4",
-        "agent-enabled_tools": ["get_current_time"],
-        "system-TOTAL_FORMS": "1",
-        "system-INITIAL_FORMS": "0",
-        "system-0-content": "Be brief.",
-        "pre-TOTAL_FORMS": "1",
-        "pre-INITIAL_FORMS": "0",
-        "pre-0-role": "user",
-        "pre-0-content": "",
-    }
-    data.update(overrides)
-    return data
+    """The settings panel's form with a profile choice and a blank pre-message row."""
+    panel = {"agent-profile": "", "agent-enabled_tools": ["get_current_time"]}
+    blank_row = {"pre-0-role": "user", "pre-0-content": ""}
+    return make.settings_form(**{**panel, **blank_row, **overrides})
 
 
 @pytest.fixture

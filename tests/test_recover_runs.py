@@ -2,18 +2,16 @@ from __future__ import annotations
 
 import logging
 import socket
-from datetime import timedelta
 from io import StringIO
 
 import pytest
 from django.core.management import call_command
 from django.db import OperationalError
-from django.utils import timezone
 
 from chat import runs, startup, transcripts
-from chat.agent import ChatMessage, history
+from chat.agent import history
 from chat.models import Conversation, HistoryRepair, Run, ToolCall
-from tests import transcript_factory as make
+from chat.testing import factories as make
 
 pytestmark = pytest.mark.django_db
 
@@ -21,23 +19,8 @@ DEAD_HERE = f"{socket.gethostname()}:999999999:dead"
 
 
 def crashed(worker: str, *, age: float = 0) -> Run:
-    """A run left mid tool round by `worker`, last seen `age` seconds ago."""
-    conversation = make.conversation(make.user("ada"))
-    run = Run.objects.create(
-        conversation=conversation,
-        worker=worker,
-        heartbeat_at=timezone.now() - timedelta(seconds=age),
-    )
-    transcripts.append_messages(
-        conversation,
-        [
-            ChatMessage(role="user", content="q"),
-            ChatMessage(role="assistant", tool_calls=(make.call("c1", "get_current_time"),)),
-        ],
-        run=run,
-    )
-    ToolCall.objects.create(run=run, call_id="c1", name="get_current_time")
-    return run
+    """A run of a new conversation left mid tool round by `worker`, last seen `age` s ago."""
+    return make.crashed_run(make.conversation(make.user("ada")), worker, age=age)
 
 
 def assert_recovered(run: Run) -> None:

@@ -6,39 +6,22 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
-from django.contrib.auth import get_user_model
 
 from chat import agent, runs, transcripts
 from chat.agent import events, history
 from chat.agent.errors import StreamError
 from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
 from chat.models import Conversation, Message, ModelCall, Run, ToolCall
+from chat.testing import factories as make
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@database_sync_to_async
-def make_conversation(**parameters: object) -> Conversation:
-    user, _ = get_user_model().objects.get_or_create(username="ada")
-    conversation = Conversation(owner=user)
-    conversation.set_agent_parameters(agent.AgentParameters.model_validate(parameters))
-    conversation.save()
-    return conversation
-
-
-@database_sync_to_async
-def stored(conversation: Conversation) -> list[agent.ChatMessage]:
-    return transcripts.load_history(conversation)
+append_messages = database_sync_to_async(transcripts.append_messages)
 
 
 async def run_once(conversation: Conversation, content: str, client: object) -> Run:
-    owner = await database_sync_to_async(lambda: conversation.owner)()
-    handle = await runs.start_run(
-        conversation=conversation,
-        user=owner,
-        content=content,
-        client=client,  # type: ignore[arg-type]
-    )
+    handle = await make.start_as_owner(conversation, content, client)  # type: ignore[arg-type]
     run = await handle.task
     await run.arefresh_from_db()
     return run
@@ -49,7 +32,7 @@ def call(id: str, name: str, arguments: str = "{}") -> agent.ToolCall:
 
 
 async def test_run_persists_messages_tool_calls_and_model_calls() -> None:
-    conversation = await make_conversation(enabled_tools=["get_current_time", "handoff_note"])
+    conversation = await make.aconversation(enabled_tools=["get_current_time", "handoff_note"])
     client = ScriptedChatClient(
         [
             ScriptedTurn(
@@ -68,7 +51,7 @@ async def test_run_persists_messages_tool_calls_and_model_calls() -> None:
     assert run.status == "completed" and run.steps == 2
     assert (run.prompt_tokens, run.completion_tokens, run.total_tokens) == (40, 9, 49)
     assert run.time_to_first_token is not None and run.duration is not None
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert [m.role for m in messages] == ["user", "assistant", "tool", "tool", "assistant"]
     assert messages[1].content == "Let me check."
     assert [m.tool_call_id for m in messages[2:4]] == ["a", "b"]
@@ -89,7 +72,7 @@ async def test_run_persists_messages_tool_calls_and_model_calls() -> None:
 
 
 async def test_continuation_sends_the_stored_history() -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
     client = ScriptedChatClient(["first answer", "second answer"])
     await run_once(conversation, "first", client)
     await run_once(conversation, "second", client)
@@ -103,23 +86,23 @@ async def test_continuation_sends_the_stored_history() -> None:
 
 
 async def test_writes_do_not_grow_with_reply_length() -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
     long_reply = " ".join(f"word{i}" for i in range(2000))
     run = await run_once(conversation, "talk", ScriptedChatClient([long_reply]))
 
     assert await Message.objects.filter(run=run).acount() == 2
-    assert (await stored(conversation))[-1].content == long_reply
+    assert (await make.ahistory(conversation))[-1].content == long_reply
 
 
 async def test_failed_run_keeps_partial_text_and_next_message_works() -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
     broken = ScriptedChatClient(
         [ScriptedTurn("Half of", error=StreamError("the connection dropped mid-stream"))]
     )
     run = await run_once(conversation, "go", broken)
 
     assert run.status == "failed" and "dropped" in run.error
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert [(m.role, m.content) for m in messages] == [("user", "go"), ("assistant", "Half of")]
     model_call = await ModelCall.objects.aget(run=run)
     assert "dropped" in model_call.error and model_call.request["messages"]
@@ -138,7 +121,7 @@ async def test_cancel_mid_tool_answers_the_dangling_calls() -> None:
 
     registry_tool.register(agent.ToolDefinition(name="sleepy_tool", description="slow"), slow)
     try:
-        conversation = await make_conversation(enabled_tools=["sleepy_tool", "get_current_time"])
+        conversation = await make.aconversation(enabled_tools=["sleepy_tool", "get_current_time"])
         client = ScriptedChatClient(
             [ScriptedTurn(tool_calls=(call("t", "get_current_time"), call("s", "sleepy_tool")))]
         )
@@ -150,10 +133,7 @@ async def test_cancel_mid_tool_answers_the_dangling_calls() -> None:
             if isinstance(event, events.ToolCallFinished):
                 started.set()
 
-        owner = await database_sync_to_async(lambda: conversation.owner)()
-        handle = await runs.start_run(
-            conversation=conversation, user=owner, content="go", client=client, listeners=[listener]
-        )
+        handle = await make.start_as_owner(conversation, "go", client, [listener])
         await asyncio.wait_for(started.wait(), 5)
         assert runs.cancel_run(handle.run.pk)
         with pytest.raises(asyncio.CancelledError):
@@ -163,7 +143,7 @@ async def test_cancel_mid_tool_answers_the_dangling_calls() -> None:
 
     run = await Run.objects.aget(pk=handle.run.pk)
     assert run.status == "cancelled"
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert [m.role for m in messages] == ["user", "assistant", "tool", "tool"]
     assert json.loads(messages[2].content or "")["timezone"] == "UTC"
     assert "Cancelled by the user" in (messages[3].content or "")
@@ -176,7 +156,7 @@ async def test_cancel_mid_tool_answers_the_dangling_calls() -> None:
 
 
 async def test_cancel_mid_stream_keeps_what_streamed() -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
     client = ScriptedChatClient([" ".join(["slow"] * 200)], delay=0.01)
     seen = asyncio.Event()
 
@@ -184,17 +164,14 @@ async def test_cancel_mid_stream_keeps_what_streamed() -> None:
         if isinstance(event, events.TextDelta):
             seen.set()
 
-    owner = await database_sync_to_async(lambda: conversation.owner)()
-    handle = await runs.start_run(
-        conversation=conversation, user=owner, content="go", client=client, listeners=[listener]
-    )
+    handle = await make.start_as_owner(conversation, "go", client, [listener])
     await asyncio.wait_for(seen.wait(), 5)
     await asyncio.sleep(0.05)
     handle.task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await handle.task
 
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert messages[-1].role == "assistant"
     partial = messages[-1].content or ""
     assert partial.startswith("slow") and len(partial) < len(" ".join(["slow"] * 200))
@@ -203,7 +180,7 @@ async def test_cancel_mid_stream_keeps_what_streamed() -> None:
 
 
 async def test_one_run_at_a_time_and_refusals_write_nothing() -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
     client = ScriptedChatClient(["x " * 100], delay=0.01)
     owner = await database_sync_to_async(lambda: conversation.owner)()
     handle = await runs.start_run(conversation=conversation, user=owner, content="a", client=client)
@@ -219,13 +196,13 @@ async def test_one_run_at_a_time_and_refusals_write_nothing() -> None:
     handle.task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await handle.task
-    contents = [m.content for m in await stored(conversation) if m.role == "user"]
+    contents = [m.content for m in await make.ahistory(conversation) if m.role == "user"]
     assert contents == ["a"]
     assert await Run.objects.filter(conversation=conversation).acount() == 1
 
 
 async def test_repair_answers_dangling_calls_left_by_a_crash() -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
 
     @database_sync_to_async
     def crash_state() -> tuple[int, int]:
@@ -241,7 +218,7 @@ async def test_repair_answers_dangling_calls_left_by_a_crash() -> None:
         return transcripts.repair_conversation(conversation, reason="interrupted")
 
     assert await crash_state() == (1, 1)
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert [m.tool_call_id for m in messages if m.role == "tool"] == ["a", "b"]
     assert "interrupted" in (messages[-1].content or "")
     assert history.validate(messages) == []
@@ -249,35 +226,14 @@ async def test_repair_answers_dangling_calls_left_by_a_crash() -> None:
     assert indexes == [0, 1, 2, 3]
 
 
-@database_sync_to_async
-def crashed_run(conversation: Conversation, worker: str, age: float = 0) -> Run:
-    """A run left in progress mid-tool-round by a process that is gone."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    run = Run.objects.create(
-        conversation=conversation,
-        worker=worker,
-        heartbeat_at=timezone.now() - timedelta(seconds=age),
-    )
-    transcripts.append_messages(
-        conversation,
-        [
-            agent.ChatMessage(role="user", content="q"),
-            agent.ChatMessage(role="assistant", tool_calls=(call("c1", "get_current_time"),)),
-        ],
-        run=run,
-    )
-    ToolCall.objects.create(run=run, call_id="c1", name="get_current_time")
-    return run
+crashed_run = database_sync_to_async(make.crashed_run)
 
 
 async def test_runs_of_dead_processes_are_interrupted_and_repaired() -> None:
     import socket
 
-    conversation = await make_conversation()
-    other = await make_conversation()
+    conversation = await make.aconversation()
+    other = await make.aconversation()
     dead = await crashed_run(conversation, f"{socket.gethostname()}:999999999:abc")
     alive_elsewhere = await crashed_run(other, "other-host:1:abc")
 
@@ -286,7 +242,7 @@ async def test_runs_of_dead_processes_are_interrupted_and_repaired() -> None:
     assert [r.pk for r in recovered] == [dead.pk]
     await dead.arefresh_from_db()
     assert dead.status == "interrupted" and "stopped" in dead.error
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert history.validate(messages) == []
     assert "Interrupted" in (messages[-1].content or "")
     assert (await ToolCall.objects.aget(run=dead)).status == "failed"
@@ -295,7 +251,7 @@ async def test_runs_of_dead_processes_are_interrupted_and_repaired() -> None:
 
 
 async def test_a_stale_run_does_not_block_the_next_message() -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
     stale = await crashed_run(conversation, "other-host:1:abc", age=3600)
 
     run = await run_once(conversation, "hello again", ScriptedChatClient(["hi"]))
@@ -303,11 +259,11 @@ async def test_a_stale_run_does_not_block_the_next_message() -> None:
     assert run.status == "completed"
     await stale.arefresh_from_db()
     assert stale.status == "interrupted"
-    assert history.validate(await stored(conversation)) == []
+    assert history.validate(await make.ahistory(conversation)) == []
 
 
 async def test_a_tool_that_is_no_longer_registered_stays_disabled() -> None:
-    conversation = await make_conversation(enabled_tools=["get_current_time"])
+    conversation = await make.aconversation(enabled_tools=["get_current_time"])
     conversation.parameters["enabled_tools"] = ["get_current_time", "retired_tool"]
     await conversation.asave()
 
@@ -318,12 +274,9 @@ async def test_a_tool_that_is_no_longer_registered_stays_disabled() -> None:
 
 
 async def test_a_run_whose_conversation_is_deleted_stops_quietly() -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
     client = ScriptedChatClient([" ".join(["word"] * 100)], delay=0.005)
-    owner = await database_sync_to_async(lambda: conversation.owner)()
-    handle = await runs.start_run(
-        conversation=conversation, user=owner, content="go", client=client
-    )
+    handle = await make.start_as_owner(conversation, "go", client)
     await asyncio.sleep(0.05)
     await conversation.adelete()
     run = await asyncio.wait_for(handle.task, 5)
@@ -332,7 +285,7 @@ async def test_a_run_whose_conversation_is_deleted_stops_quietly() -> None:
 
 
 async def test_model_calls_keep_the_raw_stream_and_url(settings: Any) -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
     run = await run_once(conversation, "hi", ScriptedChatClient(["raw words here"]))
     model_call = await ModelCall.objects.aget(run=run)
     chunks = model_call.raw_chunks()
@@ -354,19 +307,15 @@ async def test_model_calls_keep_the_raw_stream_and_url(settings: Any) -> None:
 
 
 async def test_preflight_repairs_a_broken_stored_history() -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
 
-    @database_sync_to_async
-    def break_history() -> None:
-        transcripts.append_messages(
-            conversation,
-            [
-                agent.ChatMessage(role="user", content="q"),
-                agent.ChatMessage(role="assistant", tool_calls=(call("lost", "x"),)),
-            ],
-        )
-
-    await break_history()
+    await append_messages(
+        conversation,
+        [
+            agent.ChatMessage(role="user", content="q"),
+            agent.ChatMessage(role="assistant", tool_calls=(call("lost", "x"),)),
+        ],
+    )
     client = ScriptedChatClient(["fine"])
     run = await run_once(conversation, "next", client)
 
@@ -378,22 +327,18 @@ async def test_preflight_repairs_a_broken_stored_history() -> None:
 
 
 async def test_preflight_refuses_what_it_cannot_repair() -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
 
-    @database_sync_to_async
-    def duplicate_ids() -> None:
-        transcripts.append_messages(
-            conversation,
-            [
-                agent.ChatMessage(role="user", content="q"),
-                agent.ChatMessage(role="assistant", tool_calls=(call("dup", "x"),)),
-                agent.ChatMessage(role="tool", tool_call_id="dup", content="1"),
-                agent.ChatMessage(role="assistant", tool_calls=(call("dup", "y"),)),
-                agent.ChatMessage(role="tool", tool_call_id="dup", content="2"),
-            ],
-        )
-
-    await duplicate_ids()
+    await append_messages(
+        conversation,
+        [
+            agent.ChatMessage(role="user", content="q"),
+            agent.ChatMessage(role="assistant", tool_calls=(call("dup", "x"),)),
+            agent.ChatMessage(role="tool", tool_call_id="dup", content="1"),
+            agent.ChatMessage(role="assistant", tool_calls=(call("dup", "y"),)),
+            agent.ChatMessage(role="tool", tool_call_id="dup", content="2"),
+        ],
+    )
     client = ScriptedChatClient(["never"])
     run = await run_once(conversation, "next", client)
 
@@ -409,7 +354,7 @@ async def test_a_conversation_uses_its_provider_profile(
     import re
 
     from chat.models import ProviderProfile
-    from tests.fake_openai import text_turn, tool_turn
+    from chat.testing.openai_script import text_turn, tool_turn
 
     monkeypatch.setenv("MISTRAL_TEST_KEY", "sk-profile-key")
     profile = await ProviderProfile.objects.acreate(
@@ -432,7 +377,7 @@ async def test_a_conversation_uses_its_provider_profile(
     fake_openai.enqueue(
         tool_turn([("call_not_nine", "get_current_time", "{}")]), text_turn("It is noon.")
     )
-    conversation = await make_conversation(enabled_tools=["get_current_time"])
+    conversation = await make.aconversation(enabled_tools=["get_current_time"])
     conversation.profile = profile
     await conversation.asave()
     owner = await database_sync_to_async(lambda: conversation.owner)()
@@ -445,37 +390,33 @@ async def test_a_conversation_uses_its_provider_profile(
     assert fake_openai.requests[0].headers["authorization"] == "Bearer sk-profile-key"
     second = fake_openai.requests[1].body
     assert second["messages"][1]["tool_calls"][0]["id"] != "call_not_nine"
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert messages[1].tool_calls[0].id == "call_not_nine"
 
 
 async def test_a_run_without_a_message_continues_from_a_tool_reply() -> None:
-    conversation = await make_conversation(enabled_tools=["get_current_time"])
+    conversation = await make.aconversation(enabled_tools=["get_current_time"])
 
-    @database_sync_to_async
-    def history_ending_in_a_tool_reply() -> None:
-        transcripts.append_messages(
-            conversation,
-            [
-                agent.ChatMessage(role="user", content="time?"),
-                agent.ChatMessage(role="assistant", tool_calls=(call("t1", "get_current_time"),)),
-                agent.ChatMessage(role="tool", tool_call_id="t1", content='{"iso": "EDITED"}'),
-            ],
-        )
-
-    await history_ending_in_a_tool_reply()
+    await append_messages(
+        conversation,
+        [
+            agent.ChatMessage(role="user", content="time?"),
+            agent.ChatMessage(role="assistant", tool_calls=(call("t1", "get_current_time"),)),
+            agent.ChatMessage(role="tool", tool_call_id="t1", content='{"iso": "EDITED"}'),
+        ],
+    )
     client = ScriptedChatClient()
     run = await run_once(conversation, None, client)  # type: ignore[arg-type]
 
     assert run.status == "completed"
     assert [m["role"] for m in client.requests[0]["messages"]] == ["user", "assistant", "tool"]
-    messages = await stored(conversation)
+    messages = await make.ahistory(conversation)
     assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
     assert "EDITED" in (messages[-1].content or "")
 
 
 async def test_a_run_without_a_message_needs_something_to_answer() -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
     with pytest.raises(runs.RunRefused, match="must end with a user or a tool message"):
         await run_once(conversation, None, ScriptedChatClient(["x"]))  # type: ignore[arg-type]
     assert await Run.objects.acount() == 0
@@ -507,7 +448,7 @@ async def test_start_first_holds_streaming_runs_only_while_others_start() -> Non
 
 
 async def test_a_refused_or_finished_run_leaves_the_starting_count() -> None:
-    conversation = await make_conversation()
+    conversation = await make.aconversation()
     owner = await database_sync_to_async(lambda: conversation.owner)()
     handle = await runs.start_run(
         conversation=conversation, user=owner, content="hi", client=ScriptedChatClient(["one"])

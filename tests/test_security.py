@@ -31,24 +31,20 @@ from chat.agent.scripted import ScriptedChatClient
 from chat.models import Conversation, HistoryRepair, Message, ModelCall, Run, ToolCall
 from chat.rendering import markdown
 from chat.routing import websocket_urlpatterns
-from tests.fake_openai import FakeOpenAIServer, chunk, error, sse, text_turn, tool_turn
+from chat.runs import lifecycle
+from chat.testing import factories as make
+from chat.testing.openai_script import chunk, error, sse, text_turn, tool_turn
+from chat.testing.openai_server import FakeOpenAIServer
+from chat.testing.sockets import DONE, connect, frames_until, send
 
 MODELS: list[type[Model]] = [Conversation, Run, Message, ToolCall, ModelCall, HistoryRepair]
 ORIGIN = (b"origin", b"http://localhost")
-DONE = 'data-running="false"'
 PASSWORD = "pw-123456789"
 
 
 def make_user(name: str, password: str | None = None, **fields: Any) -> Any:
     """Without a password unless asked: tests log in with force_login, and hashing is slow."""
     return get_user_model().objects.create_user(name, password=password, **fields)
-
-
-def make_conversation(owner: Any, title: str = "") -> Conversation:
-    conversation = Conversation(owner=owner, title=title)
-    conversation.set_agent_parameters(runs.default_parameters())
-    conversation.save()
-    return conversation
 
 
 def logged_in(user: Any, *, csrf: bool = False) -> Client:
@@ -91,27 +87,6 @@ def command(name: str, *args: str) -> str:
     return "\n".join([out.getvalue(), err.getvalue(), failure])
 
 
-async def socket(user: Any, conversation: Conversation) -> WebsocketCommunicator:
-    communicator = WebsocketCommunicator(
-        URLRouter(websocket_urlpatterns), f"/ws/conversations/{conversation.pk}/"
-    )
-    communicator.scope["user"] = user
-    connected, _ = await communicator.connect()
-    assert connected
-    return communicator
-
-
-async def frames_until(ws: WebsocketCommunicator, marker: str, wait: float = 10) -> list[str]:
-    frames: list[str] = []
-    while not frames or marker not in frames[-1]:
-        frames.append(await ws.receive_from(timeout=wait))
-    return frames
-
-
-async def send(ws: WebsocketCommunicator, message: str, **extra: Any) -> None:
-    await ws.send_to(text_data=json.dumps({"action": "send", "message": message, **extra}))
-
-
 # The API key reaches the provider and nowhere else.
 
 CANARY = "sk-leak-canary-7f3a"
@@ -142,14 +117,6 @@ def assert_key_sent(fake: FakeOpenAIServer) -> None:
     assert all(CANARY not in r.raw.decode() for r in fake.requests), "the key is in a body"
 
 
-def start_and_finish(conversation: Conversation, user: Any, content: str) -> Run:
-    async def go() -> Run:
-        handle = await runs.start_run(conversation=conversation, user=user, content=content)
-        return await handle.task
-
-    return asyncio.run(go())
-
-
 def crash_mid_tool_call(conversation: Conversation, user: Any) -> Run:
     """A run left in progress by a dead process, its tool call unanswered: recovery repairs it."""
     run = Run.objects.create(
@@ -177,20 +144,20 @@ def test_the_api_key_reaches_the_provider_and_nowhere_else(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     root = make_user("root", is_staff=True, is_superuser=True)
-    conversation = make_conversation(root)
+    conversation = make.new_conversation(root)
 
     provider.enqueue(*good_round())
-    good = start_and_finish(conversation, root, "What time is it?")
+    good = make.run_turn(conversation, "What time is it?")
     # A 500 echoing the key is retried (and logged), then a 401 echoing it ends the run.
     provider.enqueue(
         error(500, ECHO, headers={"Retry-After": "0"}, type="server_error"), error(401, ECHO)
     )
-    refused = start_and_finish(conversation, root, "again")
+    refused = make.run_turn(conversation, "again")
     # The key echoed in an error event in the middle of a stream.
     provider.enqueue(
         sse(chunk({"role": "assistant", "content": "Hal"}), {"error": {"message": ECHO}})
     )
-    broken = start_and_finish(conversation, root, "and again")
+    broken = make.run_turn(conversation, "and again")
     crashed = crash_mid_tool_call(conversation, root)
     provider.enqueue(error(401, ECHO))
     surfaces = {"manage.py chat": command("chat", "hello", "--user", "root", "--json")}
@@ -233,14 +200,14 @@ async def test_socket_frames_never_carry_the_api_key(
 ) -> None:
     caplog.set_level(logging.DEBUG)
     user = await database_sync_to_async(make_user)("ada")
-    conversation = await database_sync_to_async(make_conversation)(user)
+    conversation = await database_sync_to_async(make.new_conversation)(user)
     provider.enqueue(*good_round(), error(401, ECHO))
-    ws = await socket(user, conversation)
+    ws = await connect(user, conversation)
 
     await send(ws, "What time is it?")
-    frames = await frames_until(ws, DONE)
+    frames = await frames_until(ws, DONE, wait=10)
     await send(ws, "again")
-    frames += await frames_until(ws, DONE)
+    frames += await frames_until(ws, DONE, wait=10)
     await ws.disconnect()
 
     everything = "\n".join(frames)
@@ -254,27 +221,14 @@ async def test_socket_frames_never_carry_the_api_key(
 # CSRF: every form refuses a POST without a token.
 
 
-def settings_form() -> dict[str, Any]:
-    return {
-        "agent-model": "",
-        "agent-temperature": "0.5",
-        "agent-top_p": "",
-        "agent-max_tokens": "",
-        "agent-max_event_loops": "4",
-        "agent-enabled_tools": ["handoff_note"],
-        "system-TOTAL_FORMS": "1",
-        "system-INITIAL_FORMS": "0",
-        "system-0-content": "Be brief.",
-        "pre-TOTAL_FORMS": "0",
-        "pre-INITIAL_FORMS": "0",
-    }
-
-
 FORMS: dict[str, Callable[[Conversation], tuple[str, dict[str, Any]]]] = {
     "create": lambda c: (reverse("chat:conversation_create"), {}),
     "rename": lambda c: (reverse("chat:conversation_rename", args=[c.pk]), {"title": "pwned"}),
     "delete": lambda c: (reverse("chat:conversation_delete", args=[c.pk]), {}),
-    "settings": lambda c: (reverse("chat:conversation_settings", args=[c.pk]), settings_form()),
+    "settings": lambda c: (
+        reverse("chat:conversation_settings", args=[c.pk]),
+        make.settings_form(),
+    ),
     "logout": lambda c: (reverse("logout"), {}),
     "admin delete": lambda c: (admin_url(Conversation, "delete", c.pk), {"post": "yes"}),
     "admin action": lambda c: (
@@ -288,7 +242,7 @@ FORMS: dict[str, Callable[[Conversation], tuple[str, dict[str, Any]]]] = {
 @pytest.mark.parametrize("form", FORMS)
 def test_a_post_without_a_csrf_token_is_refused_and_changes_nothing(form: str) -> None:
     root = make_user("root", is_staff=True, is_superuser=True)
-    conversation = make_conversation(root, title="kept")
+    conversation = make.new_conversation(root, title="kept")
     web = logged_in(root, csrf=True)
     page = reverse("chat:conversation_detail", args=[conversation.pk])
     url, data = FORMS[form](conversation)
@@ -324,13 +278,13 @@ def test_the_admin_login_form_needs_a_csrf_token() -> None:
 @pytest.mark.django_db
 def test_another_users_pages_are_404_and_untouched() -> None:
     me = make_user("ada")
-    theirs = make_conversation(make_user("mallory"), title="secret plans")
+    theirs = make.new_conversation(make_user("mallory"), title="secret plans")
     web = logged_in(me)
     before = rows()
     for name in ["conversation_detail", "conversation_settings"]:
         assert web.get(reverse(f"chat:{name}", args=[theirs.pk])).status_code == 404
     for name, data in [
-        ("conversation_settings", settings_form()),
+        ("conversation_settings", make.settings_form()),
         ("conversation_rename", {"title": "mine"}),
         ("conversation_delete", {}),
     ]:
@@ -342,7 +296,7 @@ def test_another_users_pages_are_404_and_untouched() -> None:
 @pytest.mark.django_db
 def test_the_admin_sends_non_staff_users_to_its_login() -> None:
     owner = make_user("root", is_staff=True, is_superuser=True)
-    conversation = make_conversation(owner, title="secret plans")
+    conversation = make.new_conversation(owner, title="secret plans")
     run = Run.objects.create(conversation=conversation, status="completed")
     transcripts.append_messages(
         conversation, [agent.ChatMessage(role="user", content="x")], run=run
@@ -357,7 +311,7 @@ def test_the_admin_sends_non_staff_users_to_its_login() -> None:
 async def test_sockets_to_another_users_conversation_are_closed_without_a_frame() -> None:
     owner = await database_sync_to_async(make_user)("owner")
     mallory = await database_sync_to_async(make_user)("mallory")
-    conversation = await database_sync_to_async(make_conversation)(owner)
+    conversation = await database_sync_to_async(make.new_conversation)(owner)
     path = f"/ws/conversations/{conversation.pk}/"
 
     foreign = WebsocketCommunicator(URLRouter(websocket_urlpatterns), path)
@@ -386,16 +340,18 @@ async def test_frames_on_my_socket_cannot_reach_another_users_conversation(
     settings.AGENTLAB_WS_BURST = 100  # the frames below are a test, not a flood
     me = await database_sync_to_async(make_user)("ada")
     mallory = await database_sync_to_async(make_user)("mallory")
-    mine = await database_sync_to_async(make_conversation)(me)
-    theirs = await database_sync_to_async(make_conversation)(mallory)
+    mine = await database_sync_to_async(make.new_conversation)(me)
+    theirs = await database_sync_to_async(make.new_conversation)(mallory)
     their_run = await runs.start_run(
         conversation=theirs,
         user=mallory,
         content="private",
         client=ScriptedChatClient([" ".join(["mallory-secret"] * 400)], delay=0.01),
     )
-    monkeypatch.setattr(runs, "build_client", lambda **_: ScriptedChatClient(["my reply"]))
-    ws = await socket(me, mine)
+    monkeypatch.setattr(
+        lifecycle, "build_client", lambda *_, **__: ScriptedChatClient(["my reply"])
+    )
+    ws = await connect(me, mine)
 
     for key in ["conversation", "pk", "conversation_id", "id", "group"]:
         await ws.send_to(text_data=json.dumps({"action": "cancel", key: theirs.pk}))
@@ -421,7 +377,7 @@ async def test_frames_on_my_socket_cannot_reach_another_users_conversation(
 @pytest.mark.django_db(transaction=True)
 def test_manage_chat_refuses_another_users_conversation() -> None:
     make_user("ada")
-    theirs = make_conversation(make_user("mallory"))
+    theirs = make.new_conversation(make_user("mallory"))
     before = rows()
     with pytest.raises(CommandError, match="does not belong to 'ada'"):
         call_command(
@@ -558,12 +514,13 @@ EVIL_NAME = "<img src=x onerror=alert(1)>"
 EVIL_ARGUMENTS = '{"q": "<script>alert(1)</script>", "u": "javascript:alert(1)"}'
 EVIL_RESULT = '{"html": "<svg onload=alert(1)>", "more": "</pre><script>alert(1)</script>"}'
 EVIL_ERROR = '"><img src=x onerror=alert(1)><script>alert(1)</script>'
+EVIL_CALL = agent.ToolCall(id="call_x", name=EVIL_NAME, arguments=EVIL_ARGUMENTS)
 DOCUMENT = "\n\n".join(["# Title <script>alert(1)</script>", *PAYLOADS])
 
 
 def plant(owner: Any) -> tuple[Conversation, Conversation]:
     """Payloads in every field a page or the admin shows; one conversation has a live run."""
-    conversation = make_conversation(owner, title="</title><script>alert(1)</script>")
+    conversation = make.new_conversation(owner, title="</title><script>alert(1)</script>")
     run = Run.objects.create(
         conversation=conversation,
         created_by=owner,
@@ -586,7 +543,7 @@ def plant(owner: Any) -> tuple[Conversation, Conversation]:
             agent.ChatMessage(
                 role="assistant",
                 reasoning="<script>alert(1)</script>",
-                tool_calls=(agent.ToolCall(id="call_x", name=EVIL_NAME, arguments=EVIL_ARGUMENTS),),
+                tool_calls=(EVIL_CALL,),
             ),
             agent.ChatMessage(role="tool", tool_call_id="call_x", content=EVIL_RESULT),
             agent.ChatMessage(
@@ -595,17 +552,7 @@ def plant(owner: Any) -> tuple[Conversation, Conversation]:
         ],
         run=run,
     )
-    ToolCall.objects.create(
-        run=run,
-        message=asking,
-        step=1,
-        call_id="call_x",
-        name=EVIL_NAME,
-        arguments=EVIL_ARGUMENTS,
-        status="failed",
-        result=EVIL_RESULT,
-        error=EVIL_ERROR,
-    )
+    make.tool_log(run, asking, EVIL_CALL, EVIL_RESULT, step=1, error=EVIL_ERROR).save()
     ModelCall.objects.create(
         run=run,
         step=1,
@@ -621,7 +568,7 @@ def plant(owner: Any) -> tuple[Conversation, Conversation]:
         added=[{"role": "tool", "content": EVIL_ERROR}],
         removed=[{"role": "assistant", "content": "<svg onload=alert(1)>"}],
     )
-    live = make_conversation(owner, title="<svg onload=alert(1)>")
+    live = make.new_conversation(owner, title="<svg onload=alert(1)>")
     live_run = Run.objects.create(conversation=live, created_by=owner, model="m")
     transcripts.append_messages(
         live,

@@ -8,7 +8,7 @@ from django.core.management import CommandError, call_command
 from chat import transcripts
 from chat.agent import ChatMessage, history
 from chat.models import Conversation, HistoryRepair, Run
-from tests import transcript_factory as make
+from chat.testing import factories as make
 
 pytestmark = pytest.mark.django_db
 

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -8,44 +7,15 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
-from chat import runs
 from chat.agent.scripted import ScriptedChatClient
-from chat.models import Conversation, Run
+from chat.models import Conversation
+from chat.testing import factories as make
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def user() -> Any:
-    return get_user_model().objects.create_user("ada", password="pw-123456789")
-
-
-@pytest.fixture
-def client_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def conversation_of(owner: Any, **fields: Any) -> Conversation:
-    conversation = Conversation(owner=owner, **fields)
-    conversation.set_agent_parameters(runs.default_parameters())
-    conversation.save()
-    return conversation
-
-
-def run_turn(conversation: Conversation, content: str, client: ScriptedChatClient) -> Run:
-    async def go() -> Run:
-        handle = await runs.start_run(
-            conversation=conversation, user=conversation.owner, content=content, client=client
-        )
-        return await handle.task
-
-    return asyncio.run(go())
-
-
 def test_pages_require_login(user: Any) -> None:
-    conversation = conversation_of(user)
+    conversation = make.new_conversation(user)
     anonymous = Client()
     for url in [
         reverse("chat:conversation_list"),
@@ -60,7 +30,7 @@ def test_pages_require_login(user: Any) -> None:
 
 def test_another_users_conversation_is_a_404(client_in: Client) -> None:
     other = get_user_model().objects.create_user("mallory", password="pw-123456789")
-    theirs = conversation_of(other, title="secret plans")
+    theirs = make.new_conversation(other, title="secret plans")
     for name in ["conversation_detail", "conversation_settings"]:
         response = client_in.get(reverse(f"chat:{name}", args=[theirs.pk]))
         assert response.status_code == 404
@@ -73,9 +43,9 @@ def test_another_users_conversation_is_a_404(client_in: Client) -> None:
 
 
 def test_reload_shows_the_pills_from_the_database(client_in: Client, user: Any) -> None:
-    conversation = conversation_of(user)
-    run_turn(conversation, "time and a handoff note please", ScriptedChatClient())
-    run_turn(conversation, "hello", ScriptedChatClient(["Plain answer."]))
+    conversation = make.new_conversation(user)
+    make.run_turn(conversation, "time and a handoff note please", ScriptedChatClient())
+    make.run_turn(conversation, "hello", ScriptedChatClient(["Plain answer."]))
 
     page = client_in.get(reverse("chat:conversation_detail", args=[conversation.pk]))
     html = page.content.decode()
@@ -89,7 +59,7 @@ def test_reload_shows_the_pills_from_the_database(client_in: Client, user: Any) 
 
 
 def test_page_sends_a_content_security_policy(client_in: Client, user: Any) -> None:
-    conversation = conversation_of(user)
+    conversation = make.new_conversation(user)
     response = client_in.get(reverse("chat:conversation_detail", args=[conversation.pk]))
     policy = response["Content-Security-Policy"]
     assert "script-src 'self' 'nonce-" in policy and "object-src 'none'" in policy
@@ -114,37 +84,17 @@ def test_create_rename_and_delete(client_in: Client, user: Any) -> None:
 
 def test_list_redirects_to_the_newest_conversation(client_in: Client, user: Any) -> None:
     assert b"Start a conversation" in client_in.get(reverse("chat:conversation_list")).content
-    conversation_of(user, title="old")
-    newest = conversation_of(user, title="new")
+    make.new_conversation(user, title="old")
+    newest = make.new_conversation(user, title="new")
     response = client_in.get(reverse("chat:conversation_list"))
     assert response["Location"] == reverse("chat:conversation_detail", args=[newest.pk])
 
 
-def settings_data(**overrides: Any) -> dict[str, Any]:
-    data = {
-        "agent-model": "",
-        "agent-temperature": "0.5",
-        "agent-top_p": "",
-        "agent-max_tokens": "",
-        "agent-max_event_loops": "4",
-        "agent-enabled_tools": ["handoff_note"],
-        "system-TOTAL_FORMS": "1",
-        "system-INITIAL_FORMS": "0",
-        "system-0-content": "Be brief.",
-        "pre-TOTAL_FORMS": "1",
-        "pre-INITIAL_FORMS": "0",
-        "pre-0-role": "assistant",
-        "pre-0-content": "How can I help?",
-    }
-    data.update(overrides)
-    return data
-
-
 def test_settings_are_saved(client_in: Client, user: Any) -> None:
-    conversation = conversation_of(user)
+    conversation = make.new_conversation(user)
     url = reverse("chat:conversation_settings", args=[conversation.pk])
     assert client_in.get(url).status_code == 200
-    response = client_in.post(url, settings_data())
+    response = client_in.post(url, make.settings_form())
     assert response.status_code == 302
     conversation.refresh_from_db()
     parameters = conversation.agent_parameters()
@@ -170,10 +120,10 @@ def test_settings_are_saved(client_in: Client, user: Any) -> None:
 def test_invalid_settings_show_inline_and_save_nothing(
     client_in: Client, user: Any, overrides: dict[str, Any], expected: str
 ) -> None:
-    conversation = conversation_of(user)
+    conversation = make.new_conversation(user)
     before = conversation.parameters
     url = reverse("chat:conversation_settings", args=[conversation.pk])
-    response = client_in.post(url, settings_data(**overrides), headers={"HX-Request": "true"})
+    response = client_in.post(url, make.settings_form(**overrides), headers={"HX-Request": "true"})
     assert response.status_code == 422
     html = response.content.decode()
     assert expected in html and 'class="field-error"' in html
@@ -186,7 +136,7 @@ def test_no_api_key_reaches_the_page(client_in: Client, user: Any, settings: Any
     settings.OPENAI_API_KEY = "sk-very-secret-key"
     settings.OPENAI_BASE_URL = "http://127.0.0.1:9/v1"
     settings.AGENTLAB_MODEL = "m-1"
-    conversation = conversation_of(user)
+    conversation = make.new_conversation(user)
     for url in [
         reverse("chat:conversation_detail", args=[conversation.pk]),
         reverse("chat:conversation_settings", args=[conversation.pk]),

@@ -23,23 +23,23 @@ T0 = datetime(2025, 3, 1, 9, 30, 0, 123456, tzinfo=UTC)
 
 
 def user(name: str = "ada", **fields: Any) -> User:
-    User = get_user_model()
-    found, _ = User.objects.get_or_create(username=name, defaults=fields)
+    found, _ = get_user_model().objects.get_or_create(username=name, defaults=fields)
     return found
 
 
 def conversation(owner: User, title: str = "", **parameters: Any) -> Conversation:
     """A conversation with these agent parameters (the defaults of AgentParameters otherwise)."""
-    made = Conversation(owner=owner, title=title)
-    made.set_agent_parameters(agent.AgentParameters.model_validate(parameters))
-    made.save()
-    return made
+    return _saved(owner, title, agent.AgentParameters.model_validate(parameters))
 
 
 def new_conversation(owner: User, title: str = "") -> Conversation:
     """A conversation as the app starts one: every tool enabled."""
+    return _saved(owner, title, default_parameters())
+
+
+def _saved(owner: User, title: str, parameters: agent.AgentParameters) -> Conversation:
     made = Conversation(owner=owner, title=title)
-    made.set_agent_parameters(default_parameters())
+    made.set_agent_parameters(parameters)
     made.save()
     return made
 

@@ -10,7 +10,8 @@ from chat.agent.clients import OpenAICompatibleChatClient
 from chat.agent.messages import ChatMessage, ToolCall
 from chat.agent.tools import default_registry
 from chat.agent.wire import WireFormat, alnum9
-from tests.fake_openai import FakeOpenAIServer, text_turn
+from chat.testing.openai_script import text_turn
+from chat.testing.openai_server import FakeOpenAIServer
 
 ALNUM9 = re.compile(r"^[a-zA-Z0-9]{9}$")
 CLOCK = default_registry.definitions(["get_current_time"])

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -11,19 +10,10 @@ from typing import Any
 import pytest
 
 import tests.browser.tools  # noqa: F401  (the test process validates enabled tools too)
+from chat.testing.browser import CHROMIUM, CHROMIUM_ARGS
+from chat.testing.processes import DaphneServer
 
 os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")  # sync Playwright + ORM in tests
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -47,8 +37,6 @@ def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[s
 def live_server_url(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
     """A real daphne process serving the test database, as users run it."""
     from django.db import connection
-
-    from tests.servers import DaphneServer
 
     with DaphneServer(
         database_url=f"sqlite:///{connection.settings_dict['NAME']}",

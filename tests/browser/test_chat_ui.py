@@ -7,18 +7,11 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from chat import runs
 from chat.models import Conversation, Run, ToolCall
+from chat.testing import factories as make
 from tests.browser.conftest import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def new_conversation(owner: Any) -> Conversation:
-    conversation = Conversation(owner=owner)
-    conversation.set_agent_parameters(runs.default_parameters())
-    conversation.save()
-    return conversation
 
 
 def open_conversation(page: Page, base: str, conversation: Conversation) -> None:
@@ -31,8 +24,15 @@ def send(page: Page, text: str) -> None:
     page.keyboard.press("Enter")
 
 
+def start_a_slow_lookup(page: Page, base: str, owner: Any, message: str) -> None:
+    """Send `message` in a new conversation, and wait until the slow lookup tool runs."""
+    open_conversation(page, base, make.new_conversation(owner))
+    send(page, message)
+    expect(page.locator(".indicator")).to_contain_text("Slow lookup", timeout=5000)
+
+
 def test_reply_streams_in_progressively(page: Page, live_server_url: str, login: Any) -> None:
-    conversation = new_conversation(login())
+    conversation = make.new_conversation(login())
     open_conversation(page, live_server_url, conversation)
     send(page, "hello there, tell me something long")
 
@@ -60,7 +60,7 @@ def test_reply_streams_in_progressively(page: Page, live_server_url: str, login:
 def test_indicator_pulses_while_a_slow_tool_runs_then_pills_stay(
     page: Page, live_server_url: str, login: Any, browser: Any
 ) -> None:
-    conversation = new_conversation(login())
+    conversation = make.new_conversation(login())
     open_conversation(page, live_server_url, conversation)
     second = page.context.new_page()
     open_conversation(second, live_server_url, conversation)
@@ -88,10 +88,7 @@ def test_indicator_pulses_while_a_slow_tool_runs_then_pills_stay(
 def test_stop_cancels_mid_tool_and_the_next_message_works(
     page: Page, live_server_url: str, login: Any
 ) -> None:
-    conversation = new_conversation(login())
-    open_conversation(page, live_server_url, conversation)
-    send(page, "do a slow lookup")
-    expect(page.locator(".indicator")).to_contain_text("Slow lookup", timeout=5000)
+    start_a_slow_lookup(page, live_server_url, login(), "do a slow lookup")
     page.click("#stop")
 
     expect(page.locator(".message.assistant .status-cancelled")).to_be_visible(timeout=5000)
@@ -109,10 +106,7 @@ def test_stop_cancels_mid_tool_and_the_next_message_works(
 def test_closing_the_tab_does_not_stop_the_run(
     page: Page, live_server_url: str, login: Any
 ) -> None:
-    conversation = new_conversation(login())
-    open_conversation(page, live_server_url, conversation)
-    send(page, "what time is it? and a slow lookup")
-    expect(page.locator(".indicator")).to_contain_text("Slow lookup", timeout=5000)
+    start_a_slow_lookup(page, live_server_url, login(), "what time is it? and a slow lookup")
     page.close()
 
     run = wait_for(lambda: Run.objects.exclude(status="in_progress").first(), timeout=15)
@@ -123,7 +117,7 @@ def test_closing_the_tab_does_not_stop_the_run(
 def test_settings_validation_shows_inline_errors(
     page: Page, live_server_url: str, login: Any
 ) -> None:
-    conversation = new_conversation(login())
+    conversation = make.new_conversation(login())
     page.goto(f"{live_server_url}/c/{conversation.pk}/settings/")
     page.fill("#id_agent-temperature", "7")
     page.select_option("#id_pre-0-role", "tool")
@@ -145,7 +139,7 @@ def test_settings_validation_shows_inline_errors(
 
 
 def test_model_output_cannot_run_scripts(page: Page, live_server_url: str, login: Any) -> None:
-    conversation = new_conversation(login())
+    conversation = make.new_conversation(login())
     open_conversation(page, live_server_url, conversation)
     page.evaluate("window.__pwned = 0")
     send(page, '<img src=x onerror="window.__pwned=1"><script>window.__pwned=2</script>')
@@ -159,7 +153,7 @@ def test_model_output_cannot_run_scripts(page: Page, live_server_url: str, login
 def _tall_conversation(owner: Any) -> Conversation:
     from chat import agent, transcripts
 
-    conversation = new_conversation(owner)
+    conversation = make.new_conversation(owner)
     for number in range(15):
         transcripts.append_messages(
             conversation,
@@ -203,7 +197,7 @@ def test_newest_text_stays_in_view_unless_the_reader_scrolled_up(
 
 def test_inspect_toggle_shows_the_wire(page: Page, live_server_url: str, login: Any) -> None:
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server_url)
-    conversation = new_conversation(login())
+    conversation = make.new_conversation(login())
     open_conversation(page, live_server_url, conversation)
     send(page, "what time is it?")
     reply = page.locator(".message.assistant:not(.streaming)").last

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import Dialog, Page, expect
 
-from chat import agent, runs, transcripts
-from chat.models import Conversation, Run, ToolCall
+from chat import agent, transcripts
+from chat.models import Conversation, Run
+from chat.testing import factories as make
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -40,6 +41,7 @@ EVIL_NAME = f"<img src=x onerror={PWN}>"
 EVIL_ARGUMENTS = f'{{"q": "<script>{PWN}</script>"}}'
 EVIL_RESULT = f'{{"html": "<svg onload={PWN}>"}}'
 EVIL_ERROR = f'"><img src=x onerror="{PWN}"><script>alert(1)</script>'
+EVIL_CALL = agent.ToolCall(id="call_x", name=EVIL_NAME, arguments=EVIL_ARGUMENTS)
 EVIL_REASONING = f"<script>{PWN}</script> <img src=x onerror={PWN}> [r](javascript:alert(1))"
 LIVE = (
     f'<img src=x onerror="{PWN}"> <script>window.__pwned=2</script> '
@@ -65,16 +67,9 @@ DANGERS = """() => {
 }"""
 
 
-def new_conversation(owner: Any, title: str = "") -> Conversation:
-    conversation = Conversation(owner=owner, title=title)
-    conversation.set_agent_parameters(runs.default_parameters())
-    conversation.save()
-    return conversation
-
-
 def plant(owner: Any) -> Conversation:
     """A completed run whose every displayed field carries payloads; its tool call failed."""
-    conversation = new_conversation(owner, title=f"</title><script>{PWN}</script>")
+    conversation = make.new_conversation(owner, title=f"</title><script>{PWN}</script>")
     run = Run.objects.create(
         conversation=conversation, created_by=owner, status="completed", steps=2, duration=0.4
     )
@@ -85,24 +80,14 @@ def plant(owner: Any) -> Conversation:
             agent.ChatMessage(
                 role="assistant",
                 reasoning=EVIL_REASONING,
-                tool_calls=(agent.ToolCall(id="call_x", name=EVIL_NAME, arguments=EVIL_ARGUMENTS),),
+                tool_calls=(EVIL_CALL,),
             ),
             agent.ChatMessage(role="tool", tool_call_id="call_x", content=EVIL_RESULT),
             agent.ChatMessage(role="assistant", content=DOCUMENT, reasoning=EVIL_REASONING),
         ],
         run=run,
     )
-    ToolCall.objects.create(
-        run=run,
-        message=asking,
-        step=1,
-        call_id="call_x",
-        name=EVIL_NAME,
-        arguments=EVIL_ARGUMENTS,
-        status="failed",
-        result=EVIL_RESULT,
-        error=EVIL_ERROR,
-    )
+    make.tool_log(run, asking, EVIL_CALL, EVIL_RESULT, step=1, error=EVIL_ERROR).save()
     return conversation
 
 
@@ -197,7 +182,7 @@ def test_stored_payloads_stay_inert_and_the_csp_blocks_inline_script(
 def test_a_live_reply_echoing_payloads_stays_inert_while_streaming_and_after(
     page: Page, live_server_url: str, login: Any
 ) -> None:
-    conversation = new_conversation(login())
+    conversation = make.new_conversation(login())
     dialogs = arm(page)
     open_conversation(page, live_server_url, conversation)
 

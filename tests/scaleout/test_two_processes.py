@@ -2,29 +2,47 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 import pytest
 import websockets
 
-from tests.scaleout.conftest import Site
-from tests.servers import DaphneServer
+from chat.testing.processes import DaphneServer
+from chat.testing.site import Site
+from chat.testing.sockets import DONE, streamed_text
 
 pytestmark = pytest.mark.scaleout
-DONE = 'data-running="false"'
+Sockets = tuple[websockets.ClientConnection, websockets.ClientConnection]
 
 
 @asynccontextmanager
 async def socket(
     server: DaphneServer, session: str, conversation: int
 ) -> AsyncIterator[websockets.ClientConnection]:
-    url = f"ws://127.0.0.1:{server.port}/ws/conversations/{conversation}/"
     async with websockets.connect(
-        url, origin=server.url, additional_headers={"Cookie": f"sessionid={session}"}
+        server.websocket_url(conversation),
+        origin=server.url,
+        additional_headers={"Cookie": f"sessionid={session}"},
     ) as ws:
         yield ws
+
+
+@asynccontextmanager
+async def on_two_processes(site: Site, session: str, conversation: int) -> AsyncIterator[Sockets]:
+    """A socket on the conversation through each of two new daphne processes of the site."""
+    with site.daphne() as a, site.daphne() as b:
+        async with (
+            socket(a, session, conversation) as on_a,
+            socket(b, session, conversation) as on_b,
+        ):
+            yield on_a, on_b
+
+
+def user_and_conversation(site: Site, username: str) -> tuple[str, int]:
+    """A user's session key and its one conversation."""
+    session, (conversation,) = site.make_conversations(1, username)
+    return session, conversation
 
 
 async def frames_until(ws: websockets.ClientConnection, marker: str, wait: float = 15) -> list[str]:
@@ -39,25 +57,13 @@ async def send(ws: websockets.ClientConnection, message: str) -> None:
     await ws.send(json.dumps({"action": "send", "message": message}))
 
 
-def streamed_text(frames: list[str]) -> str:
-    return "".join(
-        chunk
-        for frame in frames
-        for chunk in re.findall(r'-text" hx-swap-oob="beforeend">(.*?)</span>', frame, re.S)
-    )
-
-
 def test_a_socket_on_one_process_watches_a_run_started_through_another(site: Site) -> None:
-    session, conversation = site.make_user_and_conversation("ada")
+    session, conversation = user_and_conversation(site, "ada")
 
     async def scenario() -> None:
-        with site.server() as a, site.server() as b:
-            async with (
-                socket(a, session, conversation) as on_a,
-                socket(b, session, conversation) as on_b,
-            ):
-                await send(on_b, "What time is it? Also search the cards for pills")
-                frames = await frames_until(on_a, DONE)
+        async with on_two_processes(site, session, conversation) as (on_a, on_b):
+            await send(on_b, "What time is it? Also search the cards for pills")
+            frames = await frames_until(on_a, DONE)
         everything = "".join(frames)
         assert "What time is it? Also search the cards for pills" in everything
         assert "Looking up:" in everything
@@ -74,10 +80,10 @@ def test_a_socket_on_the_runs_own_process_streams_while_the_run_is_in_progress(
     site: Site,
 ) -> None:
     """The run's control channel must not hold the process's channel reads for the whole run."""
-    session, conversation = site.make_user_and_conversation("barbara")
+    session, conversation = user_and_conversation(site, "barbara")
 
     async def scenario() -> list[tuple[float, str]]:
-        with site.server() as b:
+        with site.daphne() as b:
             async with socket(b, session, conversation) as on_b:
                 await send(on_b, "please do a slow lookup")
                 arrivals: list[tuple[float, str]] = []
@@ -97,10 +103,10 @@ def test_a_socket_on_the_runs_own_process_streams_while_the_run_is_in_progress(
 
 def test_a_socket_idle_for_longer_than_the_layers_blocking_read_still_works(site: Site) -> None:
     """The layer blocks 5 s per read on Redis; a 5 s client read timeout used to crash sockets."""
-    session, conversation = site.make_user_and_conversation("edsger")
+    session, conversation = user_and_conversation(site, "edsger")
 
     async def scenario() -> str:
-        with site.server() as a:
+        with site.daphne() as a:
             async with socket(a, session, conversation) as on_a:
                 await asyncio.sleep(6.5)
                 await send(on_a, "still there?")
@@ -110,18 +116,14 @@ def test_a_socket_idle_for_longer_than_the_layers_blocking_read_still_works(site
 
 
 def test_stop_from_one_process_ends_a_run_owned_by_another(site: Site) -> None:
-    session, conversation = site.make_user_and_conversation("grace")
+    session, conversation = user_and_conversation(site, "grace")
 
     async def scenario() -> str:
-        with site.server() as a, site.server() as b:
-            async with (
-                socket(a, session, conversation) as on_a,
-                socket(b, session, conversation) as on_b,
-            ):
-                await send(on_b, "please do a slow lookup")
-                await frames_until(on_a, "Looking up: Slow lookup")
-                await on_a.send(json.dumps({"action": "cancel"}))
-                return (await frames_until(on_a, DONE, wait=5))[-1]
+        async with on_two_processes(site, session, conversation) as (on_a, on_b):
+            await send(on_b, "please do a slow lookup")
+            await frames_until(on_a, "Looking up: Slow lookup")
+            await on_a.send(json.dumps({"action": "cancel"}))
+            return (await frames_until(on_a, DONE, wait=5))[-1]
 
     final = asyncio.run(scenario())
     assert "Cancelled by the user" in final
@@ -132,10 +134,10 @@ def test_stop_from_one_process_ends_a_run_owned_by_another(site: Site) -> None:
 
 
 def test_a_killed_process_leaves_the_run_interrupted_and_repaired(site: Site) -> None:
-    session, conversation = site.make_user_and_conversation("linus")
+    session, conversation = user_and_conversation(site, "linus")
 
     async def scenario() -> str:
-        with site.server() as a, site.server() as b:
+        with site.daphne() as a, site.daphne() as b:
             async with socket(a, session, conversation) as on_a:
                 async with socket(b, session, conversation) as on_b:
                     await send(on_b, "please do a slow lookup")
