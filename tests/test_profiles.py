@@ -18,7 +18,7 @@ from chat.models import Conversation, ModelCall, ProviderProfile
 from chat.testing import factories as make
 from chat.testing.openai_script import text_turn, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer
-from tests.test_check_provider import ALNUM9, mistral_rules
+from tests.management.test_check_provider import ALNUM9, mistral_rules
 
 CANARY = "canary-key-value-7f3a9c"
 WARNING = "MISTRAL_API_KEY is not set on the server; requests will be sent without a key"

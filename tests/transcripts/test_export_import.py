@@ -1,3 +1,6 @@
+"""Tests of chat.transcripts.export, imports and records, through export_transcripts and
+import_transcripts."""
+
 from __future__ import annotations
 
 import json

@@ -1,3 +1,5 @@
+"""Tests of manage.py validate_transcripts."""
+
 from __future__ import annotations
 
 from io import StringIO

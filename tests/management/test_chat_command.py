@@ -1,3 +1,5 @@
+"""Tests of manage.py chat: one user turn from the terminal, through the web's run path."""
+
 from __future__ import annotations
 
 import json

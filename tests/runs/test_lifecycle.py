@@ -1,3 +1,5 @@
+"""Tests of chat.runs.lifecycle: starting, executing and cancelling runs, and what they store."""
+
 from __future__ import annotations
 
 import asyncio

@@ -1,3 +1,5 @@
+"""Tests of manage.py ensure_login_user."""
+
 from __future__ import annotations
 
 import re

@@ -1,3 +1,5 @@
+"""Tests of manage.py check_provider and chat.agent.probes, against a real local server."""
+
 from __future__ import annotations
 
 import json

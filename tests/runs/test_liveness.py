@@ -1,3 +1,6 @@
+"""Tests of chat.runs.liveness: dead runs are interrupted and repaired, at start-up and on
+demand."""
+
 from __future__ import annotations
 
 import logging

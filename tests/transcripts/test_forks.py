@@ -1,3 +1,6 @@
+"""Tests of chat.transcripts.forks: copies up to a message, edited tool results, the fork
+pages and command."""
+
 from __future__ import annotations
 
 import asyncio
