@@ -20,20 +20,6 @@ from chat.transcripts.forks import MAX_TOOL_RESULT_CHARS
 pytestmark = pytest.mark.django_db
 
 
-def profile_data(**overrides: str) -> dict[str, str]:
-    return {
-        "name": "local",
-        "base_url": "http://vllm:8000/v1",
-        "api_key_env": "VLLM_KEY",
-        "model": "qwen",
-        "tool_call_content": "empty",
-        "tool_call_ids": "any",
-        "reasoning_field": "",
-        "parallel_tool_calls": "on",
-        **overrides,
-    }
-
-
 @pytest.mark.parametrize("name", ["", "OPENAI_API_KEY", "MISTRAL_KEY_2", "_PRIVATE"])
 def test_key_variable_names_that_are_accepted(name: str) -> None:
     assert key_env_problem(name) is None
@@ -62,7 +48,7 @@ def test_base_url_rules(url: str, problem: str | None) -> None:
 
 def test_the_profile_form_strips_and_saves_only_the_variable_name() -> None:
     form = ProviderProfileForm(
-        data=profile_data(api_key_env="  VLLM_KEY ", base_url=" http://vllm:8000/v1 ")
+        data=make.profile_form(api_key_env="  VLLM_KEY ", base_url=" http://vllm:8000/v1 ")
     )
     assert form.is_valid(), form.errors
     saved = form.save()
@@ -71,7 +57,9 @@ def test_the_profile_form_strips_and_saves_only_the_variable_name() -> None:
 
 def test_the_profile_form_refuses_a_key_in_either_field() -> None:
     form = ProviderProfileForm(
-        data=profile_data(api_key_env="sk-abcdef", base_url="https://example.com/v1?key=sk-abcdef")
+        data=make.profile_form(
+            api_key_env="sk-abcdef", base_url="https://example.com/v1?key=sk-abcdef"
+        )
     )
     assert not form.is_valid()
     assert set(form.errors) == {"api_key_env", "base_url"}

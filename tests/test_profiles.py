@@ -40,27 +40,12 @@ def profile(name: str = "mistral", **fields: Any) -> ProviderProfile:
     return ProviderProfile.objects.create(name=name, **values)
 
 
-def form_data(**overrides: Any) -> dict[str, Any]:
-    data = {
-        "name": "mistral",
-        "base_url": "https://api.mistral.ai/v1",
-        "api_key_env": "MISTRAL_API_KEY",
-        "model": "mistral-small-latest",
-        "tool_call_content": "empty",
-        "tool_call_ids": "alnum9",
-        "reasoning_field": "",
-        "notes": "",
-    }
-    data.update(overrides)
-    return data
-
-
 # The admin ----------------------------------------------------------------------------------
 
 
 @pytest.mark.django_db
 def test_staff_add_change_list_and_delete_profiles(staff: Client) -> None:
-    response = staff.post(admin_url("add"), form_data(parallel_tool_calls=""))
+    response = staff.post(admin_url("add"), make.profile_form(parallel_tool_calls=""))
     assert response.status_code == 302, response.context["adminform"].form.errors
     created = ProviderProfile.objects.get()
     assert (created.api_key_env, created.tool_call_ids) == ("MISTRAL_API_KEY", "alnum9")
@@ -69,7 +54,7 @@ def test_staff_add_change_list_and_delete_profiles(staff: Client) -> None:
     page = staff.get(admin_url("change", created.pk))
     assert page.status_code == 200 and b'name="_save"' in page.content
 
-    changed = form_data(
+    changed = make.profile_form(
         model="mistral-large-latest", reasoning_field="reasoning_content", parallel_tool_calls="on"
     )
     assert staff.post(admin_url("change", created.pk), changed).status_code == 302
@@ -97,8 +82,8 @@ def test_non_staff_and_anonymous_cannot_reach_or_change_profiles(client: Client)
         for page in pages:
             response = client.get(page)
             assert response.status_code == 302 and "/admin/login/" in response["Location"]
-        client.post(admin_url("add"), form_data(name="sneaky"))
-        client.post(admin_url("change", existing.pk), form_data(model="hijacked"))
+        client.post(admin_url("add"), make.profile_form(name="sneaky"))
+        client.post(admin_url("change", existing.pk), make.profile_form(model="hijacked"))
         client.post(admin_url("delete", existing.pk), {"post": "yes"})
     existing.refresh_from_db()
     assert existing.model == "mistral-small-latest"
@@ -116,7 +101,10 @@ def test_staff_without_profile_permissions_is_refused(client: Client) -> None:
     page = client.get(admin_url("change", existing.pk))
     assert page.status_code == 200 and b'name="_save"' not in page.content
     assert client.get(admin_url("add")).status_code == 403
-    assert client.post(admin_url("change", existing.pk), form_data(model="x")).status_code == 403
+    assert (
+        client.post(admin_url("change", existing.pk), make.profile_form(model="x")).status_code
+        == 403
+    )
     existing.refresh_from_db()
     assert existing.model == "mistral-small-latest"
 
@@ -171,7 +159,7 @@ def test_the_key_indicator_says_yes_or_no_and_never_shows_the_value(
 def test_invalid_profiles_are_refused_with_the_reason(
     staff: Client, field: str, value: str, expected: str
 ) -> None:
-    response = staff.post(admin_url("add"), form_data(**{field: value}))
+    response = staff.post(admin_url("add"), make.profile_form(**{field: value}))
 
     assert response.status_code == 200
     errors = response.context["adminform"].form.errors
@@ -181,7 +169,9 @@ def test_invalid_profiles_are_refused_with_the_reason(
 
 @pytest.mark.django_db
 def test_an_empty_key_variable_means_no_key(staff: Client) -> None:
-    response = staff.post(admin_url("add"), form_data(api_key_env="", parallel_tool_calls="on"))
+    response = staff.post(
+        admin_url("add"), make.profile_form(api_key_env="", parallel_tool_calls="on")
+    )
     assert response.status_code == 302
     assert ProviderProfile.objects.get().api_key_env == ""
 

@@ -99,6 +99,21 @@ def settings_form(**overrides: Any) -> dict[str, Any]:
     }
 
 
+def profile_form(**overrides: Any) -> dict[str, Any]:
+    """A valid POST of the provider profile form (the admin's, and check_provider's)."""
+    return {
+        "name": "mistral",
+        "base_url": "https://api.mistral.ai/v1",
+        "api_key_env": "MISTRAL_API_KEY",
+        "model": "mistral-small-latest",
+        "tool_call_content": "empty",
+        "tool_call_ids": "alnum9",
+        "reasoning_field": "",
+        "notes": "",
+        **overrides,
+    }
+
+
 def call(id: str, name: str, arguments: str = "{}") -> agent.ToolCall:
     return agent.ToolCall(id=id, name=name, arguments=arguments)
 
