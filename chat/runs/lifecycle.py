@@ -111,6 +111,7 @@ async def start_run(
         context=contextvars.Context(),
     )
     liveness.running[run.pk] = task
+    liveness.starting.discard(run.pk)
 
     def done(_: asyncio.Task[Run]) -> None:
         liveness.running.pop(run.pk, None)
@@ -139,6 +140,7 @@ def _create_run(
 ) -> tuple[Run, agent.DebugRunRequest, Message | None]:
     """The new run (its conversation attached), the request to execute, the user message row."""
     limit = _message_limit()
+    created: list[int] = []
     try:
         with transaction.atomic():
             conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
@@ -175,6 +177,8 @@ def _create_run(
                 model=parameters.model or client.model,
                 parameters=parameters.to_json(),
             )
+            liveness.starting.add(run.pk)
+            created.append(run.pk)
             user_message = None
             if content is not None:
                 (user_message,) = transcripts.append_messages(
@@ -186,8 +190,12 @@ def _create_run(
                 if not conversation.title:
                     conversation.title = title_from(content)
             conversation.save(update_fields=["title", "updated_at"])
-    except IntegrityError:
-        raise RunRefused(IN_PROGRESS) from None
+    except BaseException as exc:
+        # Rolled back: the run's id was never committed (and SQLite may hand it out again).
+        liveness.starting.difference_update(created)
+        if isinstance(exc, IntegrityError):
+            raise RunRefused(IN_PROGRESS) from None
+        raise
     return run, request, user_message
 
 

@@ -25,6 +25,11 @@ STALE_AFTER = timedelta(seconds=60)
 INTERRUPTED = "Interrupted: the server process stopped during the run."
 running: dict[int, asyncio.Task[Run]] = {}
 """The runs executing in this process, by id."""
+starting: set[int] = set()
+"""Runs this process has created whose task is not registered yet: alive, not dead.
+
+A run is created in a worker thread and registered in `running` once the event loop resumes;
+in between, another sender of this process must not take it for the run of a dead process."""
 
 
 async def beat(run_id: int) -> None:
@@ -36,8 +41,8 @@ async def beat(run_id: int) -> None:
 
 def is_dead(run: Run) -> bool:
     """Whether the process executing an in-progress run is gone."""
-    if run.pk in running or run.worker == WORKER_ID:
-        return run.pk not in running
+    if run.pk in running or run.pk in starting or run.worker == WORKER_ID:
+        return run.pk not in running and run.pk not in starting
     host, _, rest = run.worker.partition(":")
     pid = rest.partition(":")[0]
     if host == socket.gethostname() and pid.isdigit():

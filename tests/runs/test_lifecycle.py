@@ -203,6 +203,40 @@ async def test_one_run_at_a_time_and_refusals_write_nothing() -> None:
     assert await Run.objects.filter(conversation=conversation).acount() == 1
 
 
+@pytest.mark.parametrize("tries", range(5))
+async def test_a_burst_of_sends_starts_exactly_one_run(tries: int) -> None:
+    """Five sockets send at once: one run starts, four are refused, the history stays strict.
+
+    A run this process had created but not yet registered as a task was judged dead by the
+    second sender and interrupted, and two runs then interleaved their messages.
+    """
+    conversation = await make.aconversation(enabled_tools=["get_current_time"])
+    owner = await database_sync_to_async(lambda: conversation.owner)()
+
+    async def send(number: int) -> runs.RunHandle | str:
+        client = ScriptedChatClient(
+            [ScriptedTurn(tool_calls=(call(f"c{number}", "get_current_time"),)), "done"]
+        )
+        try:
+            return await runs.start_run(
+                conversation=conversation, user=owner, content=f"m{number}", client=client
+            )
+        except runs.RunRefused as exc:
+            return str(exc)
+
+    outcomes = await asyncio.gather(*(send(number) for number in range(5)))
+    handles = [outcome for outcome in outcomes if isinstance(outcome, runs.RunHandle)]
+    assert len(handles) == 1, outcomes
+    assert all("already in progress" in o for o in outcomes if isinstance(o, str))
+    run = await handles[0].task
+    await run.arefresh_from_db()
+    assert run.status == "completed"
+    stored = await make.ahistory(conversation)
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
+    assert history.validate(stored) == []
+    assert await Run.objects.filter(conversation=conversation).acount() == 1
+
+
 async def test_repair_answers_dangling_calls_left_by_a_crash() -> None:
     conversation = await make.aconversation()
 

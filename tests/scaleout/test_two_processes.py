@@ -160,3 +160,29 @@ def test_a_killed_process_leaves_the_run_interrupted_and_repaired(site: Site) ->
     roles = [row[0] for row in messages]
     assert roles == ["user", "assistant", "tool", "user", "assistant"]
     assert "Interrupted" in str(messages[2][2])
+
+
+def test_a_burst_of_sends_through_two_processes_starts_one_run(site: Site) -> None:
+    """Three sockets on each of two processes send at the same moment: one run, in any process."""
+    session, conversation = user_and_conversation(site, "burst")
+
+    async def scenario() -> None:
+        with site.daphne() as a, site.daphne() as b:
+            async with (
+                socket(a, session, conversation) as a1,
+                socket(a, session, conversation) as a2,
+                socket(a, session, conversation) as a3,
+                socket(b, session, conversation) as b1,
+                socket(b, session, conversation) as b2,
+                socket(b, session, conversation) as b3,
+            ):
+                sockets = [a1, b1, a2, b2, a3, b3]
+                await asyncio.gather(
+                    *(send(ws, f"What time is it? ({n})") for n, ws in enumerate(sockets))
+                )
+                await frames_until(a1, DONE)
+
+    asyncio.run(scenario())
+    assert site.sql("select status from chat_run") == [("completed",)]
+    roles = [role for (role,) in site.sql("select role from chat_message order by index")]
+    assert roles == ["user", "assistant", "tool", "assistant"]
