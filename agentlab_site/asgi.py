@@ -9,9 +9,14 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentlab_site.settings")
 django_asgi_app = get_asgi_application()
 
-from chat.startup import freeze_start_up_objects, recover_on_start  # noqa: E402
+from chat.startup import (  # noqa: E402
+    freeze_start_up_objects,
+    recover_on_start,
+    wind_up_runs_on_shutdown,
+)
 
 recover_on_start()
+wind_up_runs_on_shutdown()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -67,6 +68,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "axes",
     "chat",
 ]
 
@@ -81,6 +83,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "agentlab_site.urls"
@@ -205,9 +209,28 @@ SECURE_CSP = {
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "/"
 
+# Login throttling (django-axes), on the login page and the admin's: after this many failures
+# for one username from one address, that pair is refused until the cool-off has passed. Keyed on
+# the pair, so a stranger guessing cannot lock a user out from elsewhere. Behind a proxy, run
+# daphne with --proxy-headers so the address is the client's, not the proxy's.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("AGENTLAB_LOGIN_FAILURE_LIMIT", "5"))
+AXES_COOLOFF_TIME = timedelta(minutes=float(os.environ.get("AGENTLAB_LOGIN_COOLOFF_MINUTES", "15")))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+# Each attempt during a lock-out starts the cool-off again: the page's "try again in" is exact.
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = True
+AXES_LOCKOUT_CALLABLE = "chat.lockout.locked_out"
+
 # The model provider. No OPENAI_BASE_URL means the built-in scripted model.
 OPENAI_BASE_URL = os.environ.get("OPENAI_BASE_URL", "")
 OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
+# Variables a provider profile may name as its key besides OPENAI_API_KEY and AGENTLAB_KEY_*;
+# never SECRET_KEY, DATABASE_URL or REDIS_URL (chat.runs.providers keeps the rule).
+AGENTLAB_KEY_VARIABLES = env_list("AGENTLAB_KEY_VARIABLES", "")
 AGENTLAB_MODEL = os.environ.get("AGENTLAB_MODEL", "")
 # Content of a tool-call-only assistant message on the wire: "empty" (""), "null", or "omit".
 AGENTLAB_TOOL_CALL_CONTENT = os.environ.get("AGENTLAB_TOOL_CALL_CONTENT", "empty")
@@ -217,12 +240,32 @@ if AGENTLAB_TOOL_CALL_CONTENT not in {"empty", "null", "omit"}:
 AGENTLAB_SCRIPTED_DELAY = float(os.environ.get("AGENTLAB_SCRIPTED_DELAY", "0.03"))
 # Keep every model call's raw stream (chunk by chunk, with arrival times) for the inspector.
 AGENTLAB_STORE_RAW_STREAM = env_bool("AGENTLAB_STORE_RAW_STREAM", True)
+# A streaming reply's text is saved at most this often: a killed process loses at most this much.
+AGENTLAB_CHECKPOINT_SECONDS = float(os.environ.get("AGENTLAB_CHECKPOINT_SECONDS", "2"))
+# On SIGTERM/SIGINT, seconds the runs of a stopping process get to wind up before it exits.
+AGENTLAB_SHUTDOWN_SECONDS = float(os.environ.get("AGENTLAB_SHUTDOWN_SECONDS", "10"))
 # Modules imported at start-up that register their own tools with chat.agent.default_registry.
 AGENTLAB_TOOL_MODULES = env_list("AGENTLAB_TOOL_MODULES", "")
 AGENTLAB_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTLAB_MAX_MESSAGE_CHARS", "32000"))
 # Per-connection frame budget: a burst, then this many frames a second; a flood closes it.
 AGENTLAB_WS_BURST = int(os.environ.get("AGENTLAB_WS_BURST", "10"))
 AGENTLAB_WS_FRAMES_PER_SECOND = float(os.environ.get("AGENTLAB_WS_FRAMES_PER_SECOND", "2"))
+# Largest WebSocket frame the server reads (`python -m chat.serve`, runserver). Far above the
+# longest accepted message (JSON escapes take up to 12 bytes a character), so an oversized
+# message reaches the consumer and gets the "too long" notice; a bigger frame is refused from
+# its header, before it is buffered, with close code 1009.
+_WS_BYTES_PER_CHAR = 16
+AGENTLAB_WS_MAX_FRAME_BYTES = int(
+    os.environ.get("AGENTLAB_WS_MAX_FRAME_BYTES")
+    or max(4 * 1024 * 1024, _WS_BYTES_PER_CHAR * AGENTLAB_MAX_MESSAGE_CHARS)
+)
+if AGENTLAB_WS_MAX_FRAME_BYTES < _WS_BYTES_PER_CHAR * AGENTLAB_MAX_MESSAGE_CHARS:
+    raise ImproperlyConfigured(
+        f"AGENTLAB_WS_MAX_FRAME_BYTES must be at least {_WS_BYTES_PER_CHAR} bytes a character of "
+        f"AGENTLAB_MAX_MESSAGE_CHARS ({_WS_BYTES_PER_CHAR * AGENTLAB_MAX_MESSAGE_CHARS:,}), or "
+        "the longest accepted message may not arrive."
+    )
+DAPHNE_WEBSOCKET_MAX_MESSAGE_SIZE = DAPHNE_WEBSOCKET_MAX_FRAME_SIZE = AGENTLAB_WS_MAX_FRAME_BYTES
 
 LOGGING = {
     "version": 1,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -108,12 +109,28 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
         )
     )
     db = report.get("db_writes") or {}
-    counts = [run["writes"] for run in db.get("runs", [])]
+    db_runs = db.get("runs", [])
+    counts = [run["writes"] - run.get("checkpoints", 0) for run in db_runs]
     targets.append(
         _target(
-            "database writes per run do not grow with reply length (max - min)",
+            "database writes per run, checkpoints aside, do not grow with reply length (max - min)",
             "0",
             float(max(counts) - min(counts)) if counts else None,
+            0,
+            "writes",
+        )
+    )
+    interval = db.get("checkpoint_seconds") or 0
+    over = [
+        run.get("checkpoints", 0) - math.ceil((run.get("duration") or 0) / interval)
+        for run in db_runs
+        if interval
+    ]
+    targets.append(
+        _target(
+            "checkpoint writes per run <= its duration / AGENTLAB_CHECKPOINT_SECONDS",
+            "0",
+            float(max(over)) if over else None,
             0,
             "writes",
         )
@@ -329,8 +346,12 @@ def render(report: dict[str, Any]) -> str:
     parts += [
         "",
         "Database writes per run (INSERT/UPDATE/DELETE, counted in the run's process): "
-        + ", ".join(f"{run['tokens']:,} tokens: {run['writes']}" for run in db["runs"])
-        + (" — equal" if db["equal"] else " — NOT equal"),
+        + ", ".join(
+            f"{run['tokens']:,} tokens: {run['writes']}"
+            + (f" ({run['checkpoints']} checkpoints)" if run.get("checkpoints") else "")
+            for run in db["runs"]
+        )
+        + (" — equal, checkpoints aside" if db["equal"] else " — NOT equal"),
         "  " + ", ".join(f"{k}: {v}" for k, v in db["runs"][0]["by_statement"].items()),
     ]
     errors = [line for server in report["daphne"] for line in server["errors"]]

@@ -3,8 +3,6 @@ provider profiles, and the edited tool result of a fork."""
 
 from __future__ import annotations
 
-import os
-import re
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -18,20 +16,10 @@ from chat.agent.contracts import MAX_EVENT_LOOPS, error_text
 from chat.agent.messages import ROLES
 from chat.agent.redaction import looks_secret
 from chat.models import Conversation, ProviderProfile
+from chat.runs.providers import KeyStatus, key_status, key_variable_problem
 from chat.transcripts.forks import MAX_TOOL_RESULT_CHARS
 
-ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 DEFAULT_PROVIDER_LABEL = "Default (environment)"
-
-
-def key_env_problem(name: str) -> str | None:
-    """Why `name` cannot name the environment variable holding a key ("" means: no key)."""
-    if name and not ENV_NAME.match(name):
-        return (
-            "Enter the name of an environment variable (capital letters, digits and "
-            "underscores, not starting with a digit), e.g. MISTRAL_API_KEY — not the key itself."
-        )
-    return None
 
 
 def base_url_problem(url: str) -> str | None:
@@ -53,16 +41,24 @@ def base_url_problem(url: str) -> str | None:
     return None
 
 
-def key_is_set(name: str) -> bool:
-    """Whether the environment variable `name` holds a key in this process (never its value)."""
-    return bool(name) and bool(os.environ.get(name))
-
-
 def missing_key_warning(profile: ProviderProfile | None) -> str | None:
-    """The warning for a profile whose key variable is not set here, else None."""
-    if profile is None or not profile.api_key_env or key_is_set(profile.api_key_env):
+    """The warning for a profile whose key variable is not set here or not allowed, else None.
+
+    Of a variable that is not allowed, it says only that: not whether it exists, nor its name.
+    """
+    if profile is None:
         return None
-    return f"{profile.api_key_env} is not set on the server; requests will be sent without a key."
+    status = key_status(profile.api_key_env)
+    if status is KeyStatus.NOT_ALLOWED:
+        return (
+            "The server does not allow this provider's key variable: runs with it are refused "
+            "until an administrator fixes the profile."
+        )
+    if status is KeyStatus.UNSET:
+        return (
+            f"{profile.api_key_env} is not set on the server; requests will be sent without a key."
+        )
+    return None
 
 
 class ProviderProfileForm(forms.ModelForm[ProviderProfile]):
@@ -79,12 +75,13 @@ class ProviderProfileForm(forms.ModelForm[ProviderProfile]):
             "tool_call_ids",
             "reasoning_field",
             "parallel_tool_calls",
+            "available_to_everyone",
             "notes",
         )
         labels = {"api_key_env": "API key environment variable", "base_url": "Base URL"}
 
     def clean_api_key_env(self) -> str:
-        return self._checked("api_key_env", key_env_problem)
+        return self._checked("api_key_env", key_variable_problem)
 
     def clean_base_url(self) -> str:
         return self._checked("base_url", base_url_problem)
@@ -114,13 +111,15 @@ class PreMessageForm(forms.Form):
     content = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
 
-SystemPromptFormSet = forms.formset_factory(SystemPromptForm, extra=1, max_num=20)
-PreMessageFormSet = forms.formset_factory(PreMessageForm, extra=1, max_num=50)
+# absolute_max = max_num: a posted TOTAL_FORMS above it is an error shown on the page, and never
+# builds (and renders back) Django's default of max_num + 1,000 forms.
+SystemPromptFormSet = forms.formset_factory(SystemPromptForm, extra=1, max_num=20, absolute_max=20)
+PreMessageFormSet = forms.formset_factory(PreMessageForm, extra=1, max_num=50, absolute_max=50)
 
 
 class AgentSettingsForm(forms.Form):
     profile = ProviderChoiceField(
-        queryset=ProviderProfile.objects.all(),
+        queryset=ProviderProfile.objects.none(),
         required=False,
         empty_label=DEFAULT_PROVIDER_LABEL,
         label="Provider",
@@ -144,21 +143,36 @@ class AgentSettingsForm(forms.Form):
         required=False, widget=forms.CheckboxSelectMultiple, label="Enabled tools"
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, user: Any, unavailable_tools: Sequence[str] = (), **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
+        profile = self.fields["profile"]
+        assert isinstance(profile, ProviderChoiceField)
+        # Only the profiles this user may use are offered, and only they are accepted.
+        self.usable_profiles = ProviderProfile.objects.usable_by(user)
+        profile.queryset = self.usable_profiles
         tools = self.fields["enabled_tools"]
         assert isinstance(tools, forms.MultipleChoiceField)
-        tools.choices = [(name, agent.humanize(name)) for name in agent.default_registry.names()]
+        # A chosen tool this process does not have stays a choice, marked, so saving the panel
+        # keeps it: settings change only when their user changes them.
+        tools.choices = [
+            *((name, agent.humanize(name)) for name in agent.default_registry.names()),
+            *((name, f"{agent.humanize(name)} (not available here)") for name in unavailable_tools),
+        ]
 
 
 class AgentSettings:
     """The settings panel: one form and two formsets, validated together as AgentParameters."""
 
-    def __init__(self, conversation: Conversation, data: Any = None) -> None:
+    def __init__(self, conversation: Conversation, data: Any = None, *, user: Any) -> None:
         self.conversation = conversation
         current = conversation.agent_parameters()
+        self.current = current
         self.form = AgentSettingsForm(
             data,
+            user=user,
+            unavailable_tools=current.unavailable_tools(),
             initial={
                 "model": current.model or "",
                 "temperature": current.temperature,
@@ -207,7 +221,7 @@ class AgentSettings:
             ],
         }
         try:
-            self.parameters = agent.AgentParameters.model_validate(candidate)
+            self.parameters = self.current.changed(**candidate)
         except ValidationError as exc:
             self._attach(exc, pre_forms)
             return False
@@ -237,7 +251,15 @@ class AgentSettings:
 
     @property
     def key_warning(self) -> str | None:
-        """Non-blocking: the chosen profile names a key variable that is not set here."""
+        """Non-blocking: the saved profile may no longer be used by this user, or the chosen
+        one names a key variable that is not set here (or not allowed)."""
+        saved = self.conversation.profile
+        usable = self.form.usable_profiles
+        if not self.form.is_bound and saved and not usable.filter(pk=saved.pk).exists():
+            return (
+                f"You may no longer use the provider {saved.name!r}: runs are refused until "
+                "you choose another one."
+            )
         return missing_key_warning(self.profile)
 
     def save(self) -> None:

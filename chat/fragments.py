@@ -32,6 +32,10 @@ logger = logging.getLogger(__name__)
 TEMPLATE = "chat/conversation.html"
 FLUSH_INTERVAL = 0.04
 OPENING_WAIT = 0.025
+PAGE_TEXT_CHARS = 50_000
+"""The page shows a message's first PAGE_TEXT_CHARS characters and links to the rest: a 40 MB
+message made a page no browser finished loading. Above the default limit on a user message, so a
+typed message is never folded."""
 
 
 def render(partial: str, context: dict[str, Any]) -> str:
@@ -62,7 +66,28 @@ class Turn:
 
     @property
     def html(self) -> str:
-        return markdown(self.text)
+        """The reply as the page shows it: its first PAGE_TEXT_CHARS characters."""
+        return markdown(self.text[:PAGE_TEXT_CHARS])
+
+    @property
+    def folded_replies(self) -> list[Message]:
+        """Replies the page shows only the start of, or none of: each gets a link to its text."""
+        folded, end = [], 0
+        for message in self.replies:
+            if message.content:
+                end += len(message.content)
+                if end > PAGE_TEXT_CHARS:
+                    folded.append(message)
+                end += 2
+        return folded
+
+    @property
+    def user_text(self) -> str:
+        return (self.user.content or "")[:PAGE_TEXT_CHARS] if self.user else ""
+
+    @property
+    def user_folded(self) -> bool:
+        return self.user is not None and len(self.user.content or "") > PAGE_TEXT_CHARS
 
     @property
     def reasoning(self) -> str:

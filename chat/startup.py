@@ -1,13 +1,17 @@
 """What a server process does once as it starts: recover runs that a dead process left behind,
-and take what start-up loaded out of the garbage collector's way."""
+wind up its own runs when it is stopped, and take what start-up loaded out of the garbage
+collector's way."""
 
 from __future__ import annotations
 
 import asyncio
 import gc
 import logging
+import sys
 import threading
+from typing import Any, cast
 
+from django.conf import settings
 from django.db import DatabaseError, connections
 from django.template.loader import get_template
 from django.urls import get_resolver
@@ -58,6 +62,30 @@ def _recover() -> list[Run]:
             "recovered %d run(s) left in progress by a process that stopped", len(recovered)
         )
     return recovered
+
+
+def wind_up_runs_on_shutdown() -> bool:
+    """Under daphne, SIGTERM and SIGINT first wind up the runs of this process, then exit.
+
+    Twisted's reactor owns the process's signals under daphne: it stops on SIGTERM/SIGINT,
+    and a "before shutdown" trigger that returns a Deferred holds the exit until it fires.
+    Returns whether the hook is installed (not outside a Twisted server: tests, commands).
+    """
+    if "twisted.internet.reactor" not in sys.modules:
+        return False
+    from twisted.internet import defer, reactor
+
+    loop = getattr(reactor, "_asyncioEventloop", None)
+    if loop is None:
+        return False
+
+    def before_shutdown() -> defer.Deferred[int]:
+        wind_up = runs.wind_up_all(settings.AGENTLAB_SHUTDOWN_SECONDS)
+        return defer.Deferred.fromFuture(asyncio.ensure_future(wind_up, loop=loop))
+
+    # The reactor is typed as a module; at run time it is the installed asyncio reactor.
+    cast(Any, reactor).addSystemEventTrigger("before", "shutdown", before_shutdown)
+    return True
 
 
 def freeze_start_up_objects() -> None:

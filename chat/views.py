@@ -77,7 +77,8 @@ def conversation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 @login_required
 def conversation_settings(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     conversation = _conversation(request, pk)
-    panel = AgentSettings(conversation, request.POST if request.method == "POST" else None)
+    data = request.POST if request.method == "POST" else None
+    panel = AgentSettings(conversation, data, user=request.user)
     saved = False
     if request.method == "POST" and panel.is_valid():
         panel.save()
@@ -131,6 +132,14 @@ def run_inspect(request: AuthenticatedRequest, pk: int, run_pk: int) -> HttpResp
         "chat/conversation.html#inspector",
         {"run": run, "steps": inspector.steps(run), "max_steps": inspector.max_steps(run)},
     )
+
+
+@login_required
+def message_text(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
+    """A message's whole content as plain text: where the page's folded-note links."""
+    conversation = _conversation(request, pk)
+    message = get_object_or_404(conversation.messages, index=index)
+    return HttpResponse(message.content or "", content_type="text/plain; charset=utf-8")
 
 
 # Forks: copy a conversation up to a message, or edit a tool result and continue from it.

@@ -13,6 +13,18 @@ from chat.testing.openai_server import FakeOpenAIServer
 
 SLOW = {"browser", "scaleout"}
 """Markers of tests that also get `slow`: `pytest -m "not slow"` is the quick inner loop."""
+KEY_VARIABLES = [
+    "MISTRAL_API_KEY",
+    "MISTRAL_TEST_KEY",
+    "DEEPSEEK_API_KEY",
+    "CANARY_API_KEY",
+    "MISSING_API_KEY",
+    "UNSET_TEST_KEY",
+    "VLLM_KEY",
+    "ODD_PROVIDER_KEY",
+]
+"""The suite's AGENTLAB_KEY_VARIABLES: the key variables its profiles name, as an operator
+would list them."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -32,6 +44,7 @@ def _offline_provider(settings: LazySettings) -> None:
     settings.OPENAI_API_KEY = ""
     settings.AGENTLAB_MODEL = ""
     settings.AGENTLAB_SCRIPTED_DELAY = 0
+    settings.AGENTLAB_KEY_VARIABLES = KEY_VARIABLES
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from chat.models import Conversation, ModelCall, Run, ToolCall
 from chat.testing import factories as make
 from chat.testing.openai_script import ScriptedResponse, chunk, error, sse, text_turn, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer, client_for
-from chat.testing.processes import free_port
+from chat.testing.processes import ROOT, free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -263,6 +263,29 @@ async def test_provider_fault_is_reported_keeps_history_valid_and_the_next_messa
     assert sent_back[: len(messages)] == [(m.role, m.content or "") for m in messages]
     await assert_no_key_anywhere(run, seen)
     assert API_KEY not in caplog.text
+
+
+async def test_the_app_retries_a_500_twice_with_backoff_as_the_readme_says(
+    fake_openai: FakeOpenAIServer, settings: Any
+) -> None:
+    settings.OPENAI_BASE_URL = fake_openai.base_url
+    settings.AGENTLAB_MODEL = "m"
+    conversation = await make.aconversation()
+    fake_openai.enqueue(*[error(500, "upstream exploded")] * 3)
+    started = time.monotonic()
+
+    handle = await make.start_as_owner(conversation, "go")  # the client the app builds
+    async with asyncio.timeout(10):
+        run = await handle.task
+
+    assert (run.status, run.error) == ("failed", "HTTP 500: upstream exploded")
+    assert len(fake_openai.requests) == 3
+    assert [call.attempts for call in await model_calls(run)] == [3]
+    assert time.monotonic() - started >= 0.5 + 1.0
+    readme = (ROOT / "README.md").read_text()
+    (row,) = [line for line in readme.splitlines() if line.startswith("| HTTP 500 ")]
+    assert "retried twice (after 0.5 s, then 1 s)" in row
+    await assert_next_message_works(fake_openai, conversation)
 
 
 async def test_final_answer_after_several_tool_rounds_is_stored(

@@ -10,24 +10,24 @@ from chat.forms import (
     ProviderProfileForm,
     ToolForkForm,
     base_url_problem,
-    key_env_problem,
     missing_key_warning,
 )
 from chat.models import ProviderProfile
+from chat.runs.providers import key_variable_problem
 from chat.testing import factories as make
 from chat.transcripts.forks import MAX_TOOL_RESULT_CHARS
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.mark.parametrize("name", ["", "OPENAI_API_KEY", "MISTRAL_KEY_2", "_PRIVATE"])
+@pytest.mark.parametrize("name", ["", "OPENAI_API_KEY", "AGENTLAB_KEY_MISTRAL_2", "VLLM_KEY"])
 def test_key_variable_names_that_are_accepted(name: str) -> None:
-    assert key_env_problem(name) is None
+    assert key_variable_problem(name) is None
 
 
 @pytest.mark.parametrize("name", ["sk-live-123", "lower_case", "2FAST", "WITH SPACE"])
 def test_a_key_itself_is_not_a_variable_name(name: str) -> None:
-    assert "environment variable" in (key_env_problem(name) or "")
+    assert "environment variable" in (key_variable_problem(name) or "")
 
 
 @pytest.mark.parametrize(
@@ -80,7 +80,7 @@ def test_missing_key_warning_only_for_a_named_unset_variable(
 
 def test_the_settings_panel_saves_parameters_and_provider_together() -> None:
     conversation = make.conversation(make.user(), "panel")
-    panel = AgentSettings(conversation, make.settings_form())
+    panel = AgentSettings(conversation, make.settings_form(), user=conversation.owner)
     assert panel.is_valid()
     panel.save()
     conversation.refresh_from_db()
@@ -96,12 +96,15 @@ def test_the_settings_panel_puts_each_rule_next_to_its_field() -> None:
     panel = AgentSettings(
         conversation,
         make.settings_form(**{"agent-temperature": "3", "pre-0-role": "tool"}),
+        user=conversation.owner,
     )
     assert not panel.is_valid()
     assert "temperature" in panel.form.errors
     assert conversation.agent_parameters().temperature is None
 
-    panel = AgentSettings(conversation, make.settings_form(**{"pre-0-role": "tool"}))
+    panel = AgentSettings(
+        conversation, make.settings_form(**{"pre-0-role": "tool"}), user=conversation.owner
+    )
     assert not panel.is_valid()
     assert "cannot answer a tool call" in str(panel.pre_messages.forms[0].errors["role"])
 
@@ -111,3 +114,31 @@ def test_the_fork_form_bounds_the_edited_result() -> None:
     form = ToolForkForm({"result": "x" * (MAX_TOOL_RESULT_CHARS + 1)})
     assert not form.is_valid()
     assert "too long" in form.errors["result"][0]
+
+
+def test_a_chosen_tool_not_available_here_is_shown_and_kept() -> None:
+    owner = make.user()
+    conversation = make.conversation(owner, "panel")
+    conversation.parameters = {"enabled_tools": ["handoff_note", "module_tool"]}
+    conversation.save()
+
+    panel = AgentSettings(conversation, user=owner)
+    tools = dict(panel.form.fields["enabled_tools"].choices)  # type: ignore[attr-defined]
+    assert tools["module_tool"] == "Module tool (not available here)"
+    assert panel.form.initial["enabled_tools"] == ["handoff_note", "module_tool"]
+
+    kept = make.settings_form(**{"agent-enabled_tools": ["handoff_note", "module_tool"]})
+    panel = AgentSettings(conversation, kept, user=owner)
+    assert panel.is_valid(), panel.form.errors
+    panel.save()
+    conversation.refresh_from_db()
+    assert conversation.parameters["enabled_tools"] == ["handoff_note", "module_tool"]
+
+    # Unticking it is the user's choice; a tool nobody has cannot be newly chosen.
+    panel = AgentSettings(conversation, make.settings_form(), user=owner)
+    assert panel.is_valid()
+    panel.save()
+    conversation.refresh_from_db()
+    assert conversation.parameters["enabled_tools"] == ["handoff_note"]
+    made_up = make.settings_form(**{"agent-enabled_tools": ["never_was"]})
+    assert not AgentSettings(conversation, made_up, user=owner).is_valid()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 from django.contrib.auth.models import AnonymousUser, User
 from django.db import IntegrityError, connection, transaction
@@ -90,16 +88,16 @@ def test_for_export_fetches_everything_in_a_fixed_number_of_queries() -> None:
     assert read_all() == few
 
 
-def test_agent_parameters_leave_out_tools_not_registered_here(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_agent_parameters_keep_chosen_tools_not_available_here() -> None:
     made = make.conversation(make.user(), "old tools")
     made.parameters = {"enabled_tools": ["get_current_time", "gone_tool"]}
-    with caplog.at_level(logging.WARNING):
-        parameters = made.agent_parameters()
-    assert parameters.enabled_tools == ("get_current_time",)
-    assert "gone_tool" in caplog.text
-    assert made.parameters["enabled_tools"] == ["get_current_time", "gone_tool"]
+    parameters = made.agent_parameters()
+    assert parameters.enabled_tools == ("get_current_time", "gone_tool")
+    assert parameters.unavailable_tools() == ("gone_tool",)
+    # A change keeps them; a new choice of a tool nobody has is still refused.
+    assert parameters.changed(temperature=1).enabled_tools == ("get_current_time", "gone_tool")
+    with pytest.raises(ValueError, match="unknown tool"):
+        parameters.changed(enabled_tools=["gone_tool", "never_was"])
 
 
 def test_usage_text_of_a_run() -> None:

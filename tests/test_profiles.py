@@ -8,8 +8,9 @@ import re
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Group, Permission
 from django.test import Client
 from django.urls import reverse
 
@@ -35,6 +36,7 @@ def profile(name: str = "mistral", **fields: Any) -> ProviderProfile:
         "model": "mistral-small-latest",
         "tool_call_ids": "alnum9",
         "parallel_tool_calls": False,
+        "available_to_everyone": True,
     }
     values.update(fields)
     return ProviderProfile.objects.create(name=name, **values)
@@ -195,6 +197,60 @@ def test_the_list_counts_and_links_the_conversations_of_each_profile(staff: Clie
     assert unused.pk
 
 
+@pytest.fixture
+def editor(client: Client) -> Client:
+    """Staff who may add and change profiles, not a superuser."""
+    user = make.user("editor", is_staff=True)
+    codenames = ["view_providerprofile", "add_providerprofile", "change_providerprofile"]
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    client.force_login(user)
+    return client
+
+
+@pytest.mark.parametrize(
+    ("variable", "expected"),
+    [
+        ("SECRET_KEY", "one of the server's own secrets"),
+        ("DATABASE_URL", "one of the server's own secrets"),
+        ("REDIS_URL", "one of the server's own secrets"),
+        ("SOMEONES_TOKEN", "AGENTLAB_KEY_VARIABLES"),
+    ],
+)
+@pytest.mark.django_db
+def test_a_profile_editor_cannot_name_a_variable_that_is_not_allowed(
+    editor: Client, settings: Any, variable: str, expected: str
+) -> None:
+    settings.AGENTLAB_KEY_VARIABLES = ["SECRET_KEY", "DATABASE_URL", "REDIS_URL"]
+    response = editor.post(admin_url("add"), make.profile_form(api_key_env=variable))
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert expected in " ".join(errors["api_key_env"]), errors
+    assert not ProviderProfile.objects.exists()
+
+
+@pytest.mark.django_db
+def test_the_admin_never_tells_whether_a_variable_that_is_not_allowed_exists(
+    staff: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SECRET_KEY", CANARY)
+    monkeypatch.delenv("NO_SUCH_TOKEN", raising=False)
+    existing = profile("existing", api_key_env="SECRET_KEY")
+    absent = profile("absent", api_key_env="NO_SUCH_TOKEN")
+
+    listing = staff.get(admin_url("changelist")).content.decode()
+
+    cells = re.findall(r'<td class="field-key_set">(.*?)</td>', listing, re.DOTALL)
+    assert len(cells) == 2 and cells[0] == cells[1] and 'alt="None"' in cells[0]
+    assert listing.count("(not allowed)") == 2
+    pages = [staff.get(admin_url("change", one.pk)).content.decode() for one in (existing, absent)]
+    assert "SECRET_KEY is one of the server&#x27;s own secrets" in pages[0]
+    assert "NO_SUCH_TOKEN is not an allowed key variable" in pages[1]
+    for page in pages:
+        assert "Runs with this profile are refused." in page
+        assert "is set" not in page and "NOT set" not in page and CANARY not in page
+
+
 # The settings panel -------------------------------------------------------------------------
 
 
@@ -221,7 +277,7 @@ def conversation() -> Conversation:
 
 
 @pytest.mark.django_db
-def test_the_panel_offers_the_default_and_every_profile(
+def test_the_panel_offers_the_default_and_every_profile_open_to_everyone(
     owner_client: Client, conversation: Conversation
 ) -> None:
     profile("mistral")
@@ -338,6 +394,115 @@ def test_a_profile_whose_key_is_not_set_is_saved_with_a_warning(
     monkeypatch.setenv("MISTRAL_API_KEY", CANARY)
     html = owner_client.get(settings_url(conversation)).content.decode()
     assert WARNING not in html and CANARY not in html
+
+
+@pytest.mark.django_db
+def test_the_panel_offers_only_the_profiles_the_user_may_use(
+    owner_client: Client, conversation: Conversation
+) -> None:
+    closed = ProviderProfile.objects.create(
+        name="closed", base_url="https://closed.example/v1", model="m"
+    )
+
+    html = owner_client.get(settings_url(conversation)).content.decode()
+
+    select = re.search(r'<select name="agent-profile".*?</select>', html, re.DOTALL)
+    assert select is not None
+    assert re.findall(r"<option[^>]*>([^<]*)</option>", select.group(0)) == [
+        "Default (environment)"
+    ]
+    response = owner_client.post(
+        settings_url(conversation),
+        panel_data(**{"agent-profile": closed.pk}),
+        headers={"HX-Request": "true"},
+    )
+    assert response.status_code == 422
+    assert "Select a valid choice" in response.content.decode()
+    conversation.refresh_from_db()
+    assert conversation.profile is None
+
+
+@pytest.mark.django_db
+def test_a_conversation_on_a_profile_the_user_may_no_longer_use_says_so(
+    owner_client: Client, conversation: Conversation
+) -> None:
+    conversation.profile = ProviderProfile.objects.create(
+        name="closed", base_url="https://closed.example/v1", model="m"
+    )
+    conversation.save()
+
+    html = owner_client.get(settings_url(conversation)).content.decode()
+
+    assert "You may no longer use the provider &#x27;closed&#x27;" in html
+
+
+@pytest.mark.django_db
+def test_the_panel_never_tells_whether_a_variable_that_is_not_allowed_exists(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    owner = make.user("root", is_staff=True, is_superuser=True)
+    client.force_login(owner)
+    chat = make.conversation(owner, "Chat")
+    chat.profile = profile(api_key_env="SOMEONES_TOKEN")
+    chat.save()
+
+    def warning() -> str:
+        html = client.get(settings_url(chat)).content.decode()
+        found = re.search(r'<p class="key-warning[^>]*>(.*?)</p>', html, re.DOTALL)
+        assert found is not None, "a warning either way"
+        return found.group(1)
+
+    monkeypatch.setenv("SOMEONES_TOKEN", CANARY)
+    when_set = warning()
+    monkeypatch.delenv("SOMEONES_TOKEN")
+    assert warning() == when_set
+    assert "does not allow" in when_set and "SOMEONES_TOKEN" not in when_set
+
+
+@pytest.mark.django_db
+def test_who_may_use_which_profile() -> None:
+    """The permission opens every profile; without it, only those available to everyone."""
+    open_one = profile("open")
+    closed = profile("closed", available_to_everyone=False)
+    plain = make.user("ada")
+    granted = make.user("grace")
+    granted.user_permissions.add(Permission.objects.get(codename="use_providerprofile"))
+    through_a_group = make.user("hal")
+    group = Group.objects.create(name="provider users")
+    group.permissions.add(Permission.objects.get(codename="use_providerprofile"))
+    through_a_group.groups.add(group)
+    root = make.user("root", is_staff=True, is_superuser=True)
+    editor = make.user("editor", is_staff=True)
+    editor.user_permissions.add(Permission.objects.get(codename="change_providerprofile"))
+
+    expected = {
+        plain: {open_one},
+        editor: {open_one},
+        granted: {open_one, closed},
+        through_a_group: {open_one, closed},
+        root: {open_one, closed},
+    }
+    for who, usable in expected.items():
+        fresh = type(who).objects.get(pk=who.pk)  # no permission cache
+        assert set(ProviderProfile.objects.usable_by(fresh)) == usable, who
+        one_by_one = {p for p in (open_one, closed) if async_to_sync(p.ausable_by)(fresh)}
+        assert one_by_one == usable, who
+
+
+@pytest.mark.django_db
+def test_a_user_with_the_permission_is_offered_every_profile(
+    owner_client: Client, conversation: Conversation
+) -> None:
+    closed = profile("closed", available_to_everyone=False)
+    conversation.owner.user_permissions.add(Permission.objects.get(codename="use_providerprofile"))
+
+    response = owner_client.post(
+        settings_url(conversation), panel_data(**{"agent-profile": closed.pk})
+    )
+
+    assert response.status_code == 302
+    conversation.refresh_from_db()
+    assert conversation.profile == closed
 
 
 # A run through a profile --------------------------------------------------------------------

@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 from chat.agent.scripted import ScriptedChatClient
-from chat.models import Conversation
+from chat.models import Conversation, Message
 from chat.testing import factories as make
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -132,6 +132,34 @@ def test_invalid_settings_show_inline_and_save_nothing(
     assert conversation.parameters == before
 
 
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        ({"system-TOTAL_FORMS": "100000"}, "Please submit at most 20 forms."),
+        ({"system-TOTAL_FORMS": "21"}, "Please submit at most 20 forms."),
+        ({"pre-TOTAL_FORMS": "100000"}, "Please submit at most 50 forms."),
+        ({"pre-TOTAL_FORMS": "many"}, "ManagementForm data is missing or has been tampered with"),
+    ],
+)
+def test_a_tampered_formset_count_is_shown_and_saves_nothing(
+    client_in: Client, user: Any, overrides: dict[str, Any], expected: str
+) -> None:
+    conversation = make.new_conversation(user)
+    before = conversation.parameters
+    url = reverse("chat:conversation_settings", args=[conversation.pk])
+
+    response = client_in.post(url, make.settings_form(**overrides))
+
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert f'<p class="field-error" role="alert">{expected}' in html
+    # Never more forms built and rendered back than the page offers.
+    assert html.count('<textarea name="system-') <= 20
+    assert html.count('<textarea name="pre-') <= 50
+    conversation.refresh_from_db()
+    assert conversation.parameters == before
+
+
 def test_no_api_key_reaches_the_page(client_in: Client, user: Any, settings: Any) -> None:
     settings.OPENAI_API_KEY = "sk-very-secret-key"
     settings.OPENAI_BASE_URL = "http://127.0.0.1:9/v1"
@@ -149,3 +177,38 @@ def test_no_api_key_reaches_the_page(client_in: Client, user: Any, settings: Any
             reverse("chat:conversation_detail", args=[conversation.pk])
         ).content.decode()
     )
+
+
+def test_a_huge_message_is_folded_and_its_whole_text_one_link_away(
+    client_in: Client, user: Any
+) -> None:
+    conversation = make.new_conversation(user)
+    huge = "word " * 1_000_000
+    for index, (role, content) in enumerate(
+        [
+            ("user", "<b>bold?</b> " + huge),
+            ("assistant", "Short answer."),
+            ("assistant", "<script>alert(1)</script> " + huge),
+        ]
+    ):
+        Message.objects.create(conversation=conversation, index=index, role=role, content=content)
+
+    page = client_in.get(reverse("chat:conversation_detail", args=[conversation.pk]))
+
+    html = page.content.decode()
+    assert page.status_code == 200 and len(page.content) < 300_000
+    assert "&lt;b&gt;bold?&lt;/b&gt; word word" in html and "<b>bold" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert" not in html
+    assert "Short answer." in html
+    links = [reverse("chat:message_text", args=[conversation.pk, index]) for index in (0, 1, 2)]
+    assert f'href="{links[0]}"' in html and f'href="{links[2]}"' in html
+    assert f'href="{links[1]}"' not in html
+    assert html.count("read all 5,000,013 characters") == 1
+    assert html.count("read all 5,000,026 characters") == 1
+    whole = client_in.get(links[2])
+    assert whole["Content-Type"] == "text/plain; charset=utf-8"
+    assert whole["X-Content-Type-Options"] == "nosniff"
+    assert whole.content.decode() == "<script>alert(1)</script> " + huge
+    other = Client()
+    other.force_login(get_user_model().objects.create_user("mallory", password="pw-123456789"))
+    assert other.get(links[2]).status_code == 404

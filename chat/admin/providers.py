@@ -10,8 +10,10 @@ from django.utils.html import format_html
 from django.utils.http import urlencode
 from django.utils.safestring import SafeString
 
-from chat.forms import ProviderProfileForm, key_is_set
+from chat.forms import ProviderProfileForm
 from chat.models import ProviderProfile
+from chat.runs.providers import KeyStatus, key_variable_problem
+from chat.runs.providers import key_status as variable_status
 
 from .base import LabAdmin
 from .filters import ProviderFilter
@@ -20,7 +22,8 @@ from .filters import ProviderFilter
 @admin.register(ProviderProfile)
 class ProviderProfileAdmin(LabAdmin):
     """Editable: an endpoint and its quirks. The key stays in the environment variable it names;
-    the admin shows whether that variable is set in this process, never its value."""
+    the admin shows whether that variable is set in this process, never its value, and of a
+    variable the server does not allow as a key, not even whether it exists."""
 
     form = ProviderProfileForm
     list_display = (
@@ -33,12 +36,27 @@ class ProviderProfileAdmin(LabAdmin):
         "parallel_tool_calls",
         "api_key_env_display",
         "key_set",
+        "available_to_everyone",
         "conversation_count",
     )
-    list_filter = ("tool_call_content", "tool_call_ids", "reasoning_field", "parallel_tool_calls")
+    list_filter = (
+        "tool_call_content",
+        "tool_call_ids",
+        "reasoning_field",
+        "parallel_tool_calls",
+        "available_to_everyone",
+    )
     search_fields = ("name", "base_url", "model", "notes")
     fieldsets = (
         (None, {"fields": ("name", "base_url", "model", "api_key_env", "key_status")}),
+        (
+            "Who may use it",
+            {
+                "fields": ("available_to_everyone",),
+                "description": 'Users with the permission "Can use every provider profile" '
+                "(directly or through a group) and superusers may use every profile.",
+            },
+        ),
         (
             "Quirks",
             {
@@ -66,21 +84,28 @@ class ProviderProfileAdmin(LabAdmin):
 
     @admin.display(description="key variable", ordering="api_key_env")
     def api_key_env_display(self, obj: ProviderProfile) -> str:
+        if variable_status(obj.api_key_env) is KeyStatus.NOT_ALLOWED:
+            return f"{obj.api_key_env} (not allowed)"
         return obj.api_key_env or "— (no key)"
 
     @admin.display(description="key set here", boolean=True)
     def key_set(self, obj: ProviderProfile) -> bool | None:
-        """Whether the named variable is set in this process: yes/no, never the value."""
-        return key_is_set(obj.api_key_env) if obj.api_key_env else None
+        """Whether the named variable is set in this process: yes/no, never the value; for no
+        variable, or one that is not allowed, neither."""
+        return {KeyStatus.SET: True, KeyStatus.UNSET: False}.get(variable_status(obj.api_key_env))
 
     @admin.display(description="key")
     def key_status(self, obj: ProviderProfile | None) -> str:
         if obj is None or obj.pk is None:
             return "—"
-        if not obj.api_key_env:
-            return "No variable named: requests are sent without a key."
-        if key_is_set(obj.api_key_env):
-            return f"{obj.api_key_env} is set in this server process."
+        match variable_status(obj.api_key_env):
+            case KeyStatus.NONE:
+                return "No variable named: requests are sent without a key."
+            case KeyStatus.NOT_ALLOWED:
+                problem = key_variable_problem(obj.api_key_env)
+                return f"Runs with this profile are refused. {problem}"
+            case KeyStatus.SET:
+                return f"{obj.api_key_env} is set in this server process."
         return (
             f"{obj.api_key_env} is NOT set in this server process: requests will be sent "
             "without a key."

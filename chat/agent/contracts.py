@@ -76,8 +76,10 @@ class AgentParameters(BaseModel):
     @field_validator("enabled_tools")
     @classmethod
     def _tools_exist(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        """New choices must exist; `unavailable_tools` in the context are chosen ones kept."""
         registry = _registry(info)
-        unknown = [name for name in value if name not in registry]
+        kept = set((info.context or {}).get("unavailable_tools", ()))
+        unknown = [name for name in value if name not in registry and name not in kept]
         if unknown:
             known = ", ".join(registry.names()) or "none"
             raise ValueError(f"unknown tool(s): {', '.join(unknown)} (known: {known})")
@@ -85,6 +87,25 @@ class AgentParameters(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_defaults=True)
+
+    @classmethod
+    def from_stored(cls, data: Mapping[str, Any]) -> AgentParameters:
+        """A stored snapshot, as it was saved: a chosen tool this process does not have (a
+        module not loaded here, a server that is down) stays chosen; it is just not offered."""
+        tools = data.get("enabled_tools") or ()
+        kept = [name for name in tools if isinstance(name, str)]
+        return cls.model_validate(data, context={"unavailable_tools": kept})
+
+    def changed(self, **changes: Any) -> AgentParameters:
+        """These parameters with some changed, validated; the tools chosen so far stay valid."""
+        return self.model_validate(
+            {**self.model_dump(), **changes},
+            context={"unavailable_tools": self.enabled_tools},
+        )
+
+    def unavailable_tools(self, registry: ToolRegistry = default_registry) -> tuple[str, ...]:
+        """Chosen tools the registry does not have: kept in the settings, never offered."""
+        return tuple(name for name in self.enabled_tools if name not in registry)
 
 
 class DebugRunRequest(BaseModel):

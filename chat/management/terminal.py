@@ -9,6 +9,7 @@ import time
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.core.management.base import CommandError, OutputWrapper
@@ -50,6 +51,18 @@ def parse_since(text: str) -> datetime:
     if timezone.is_naive(moment):
         moment = timezone.make_aware(moment)
     return moment
+
+
+def unsent_key_note(base_url: str | None, *, given: bool) -> str | None:
+    """The line a command prints when OPENAI_API_KEY is set but not sent to `base_url`."""
+    if given or not base_url or not settings.OPENAI_API_KEY:
+        return None
+    if runs.endpoint(base_url=base_url).key_variable:
+        return None
+    return (
+        f"OPENAI_API_KEY goes only to OPENAI_BASE_URL: no key sent to {base_url} "
+        "(pass --api-key to send one)."
+    )
 
 
 class RunPrinter:

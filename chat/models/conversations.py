@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from django.conf import settings
@@ -15,7 +14,6 @@ from chat.agent.contracts import AgentParameters
 from .providers import ProviderProfile
 from .runs import ModelCall, Run, ToolCall
 
-logger = logging.getLogger(__name__)
 TITLE_CHARS = 60
 
 
@@ -126,20 +124,10 @@ class Conversation(models.Model):
         return group_name(self.pk)
 
     def agent_parameters(self) -> AgentParameters:
-        """The stored snapshot; tools no longer registered in this process are left out."""
-        from chat.agent.tools import default_registry
-
-        data = dict(self.parameters or {})
-        tools = list(data.get("enabled_tools") or ())
-        known = [name for name in tools if name in default_registry]
-        if known != tools:
-            logger.warning(
-                "conversation %s: tool(s) %s are not registered here and stay disabled",
-                self.pk,
-                ", ".join(sorted(set(tools) - set(known))),
-            )
-            data["enabled_tools"] = known
-        return AgentParameters.model_validate(data)
+        """The stored snapshot as the user saved it: a chosen tool that this process does not
+        have stays chosen (and is not offered to the model), so nothing here ever changes a
+        conversation's settings behind its user's back."""
+        return AgentParameters.from_stored(self.parameters or {})
 
     def set_agent_parameters(self, parameters: AgentParameters) -> None:
         self.parameters = parameters.to_json()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.validators import URLValidator
 from django.db import models
 
@@ -9,6 +11,15 @@ from django.db import models
 _ANY_HOST_URL = r"^https?://[^\s/:@]+(:\d+)?(/\S*)?$"
 
 NAME_CHARS = 100
+USE_EVERY_PROFILE = "chat.use_providerprofile"
+
+
+class ProviderProfileQuerySet(models.QuerySet["ProviderProfile"]):
+    def usable_by(self, user: Any) -> ProviderProfileQuerySet:
+        """The profiles `user` may choose for a conversation (`ProviderProfile.ausable_by`)."""
+        if user.has_perm(USE_EVERY_PROFILE):
+            return self.all()
+        return self.filter(available_to_everyone=True)
 
 
 class ProviderProfile(models.Model):
@@ -53,12 +64,24 @@ class ProviderProfile(models.Model):
     parallel_tool_calls = models.BooleanField(
         default=True, help_text="Send parallel_tool_calls with the tools."
     )
+    available_to_everyone = models.BooleanField(
+        default=False,
+        help_text='Every user may choose it; otherwise only users with the permission "Can use '
+        'every provider profile" (and superusers).',
+    )
     notes = models.TextField(blank=True, help_text="What check_provider found, for example.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = ProviderProfileQuerySet.as_manager()
+
     class Meta:
         ordering = ["name"]
+        permissions = [("use_providerprofile", "Can use every provider profile")]
 
     def __str__(self) -> str:
         return self.name
+
+    async def ausable_by(self, user: Any) -> bool:
+        """Whether `user` may run a conversation on this profile (`usable_by` for one row)."""
+        return self.available_to_everyone or await user.ahas_perm(USE_EVERY_PROFILE)

@@ -11,7 +11,7 @@
 from .control import request_cancel, request_catch_up
 from .exceptions import RunRefused
 from .lifecycle import RunHandle, cancel_run, default_parameters, execute_run, start_run
-from .liveness import INTERRUPTED, interrupt, recover_interrupted_runs
+from .liveness import INTERRUPTED, interrupt, recover_interrupted_runs, wind_up_all
 from .providers import Endpoint, build_client, conversation_endpoint, endpoint
 from .scheduling import START_FIRST, StartFirst
 
@@ -33,4 +33,5 @@ __all__ = [
     "request_cancel",
     "request_catch_up",
     "start_run",
+    "wind_up_all",
 ]

@@ -26,11 +26,11 @@ from chat.agent.clients import ChatClient
 from chat.agent.contracts import validation_text
 from chat.agent.runtime import DebugRuntime
 from chat.fragments import RunPublisher
-from chat.models import Conversation, Message, ProviderProfile, Run, RunStatus, title_from
+from chat.models import Conversation, Message, Run, RunStatus, title_from
 
 from . import control, liveness
 from .exceptions import RunRefused
-from .providers import build_client, endpoint
+from .providers import build_client, endpoint, profile_for_run
 from .recorder import Recorder
 from .scheduling import START_FIRST
 
@@ -42,6 +42,7 @@ _SHOWN = (events.TextDelta, events.ReasoningDelta, events.ToolCallStarted)
 # Seconds of continuous work after which a run gives the event loop back.
 YIELD_AFTER = 0.001
 IN_PROGRESS = "A run is already in progress in this conversation."
+STOPPING = "The server is restarting: send your message again in a moment."
 
 
 def default_parameters() -> agent.AgentParameters:
@@ -71,6 +72,8 @@ async def start_run(
     then nothing is written. `sender` is the channel of the socket the message came from: its
     composer is emptied by the run's first frame, the other tabs keep what they typed.
     """
+    if liveness.stopping.is_set():
+        raise RunRefused(STOPPING)
     if content is not None:
         # Checked first: an oversized or empty message costs no client, lock or query.
         try:
@@ -82,10 +85,7 @@ async def start_run(
     started = START_FIRST.enter()
     try:
         if client is None:
-            profile = None
-            if conversation.profile_id is not None:
-                profile = await ProviderProfile.objects.filter(pk=conversation.profile_id).afirst()
-            client = build_client(endpoint(profile))
+            client = build_client(endpoint(await profile_for_run(conversation, user)))
         try:
             run, request, user_message = await sync_to_async(_create_run)(
                 conversation=conversation, user=user, content=content, client=client
@@ -164,6 +164,12 @@ def _create_run(
                     raise RunRefused(validation_text(exc, unnamed=["user_message"])) from None
 
             rows, request = load()
+            if unavailable := parameters.unavailable_tools():
+                logger.info(
+                    "conversation %s: chosen tool(s) not available here, not offered: %s",
+                    conversation.pk,
+                    ", ".join(unavailable),
+                )
             for active in conversation.runs.in_progress():
                 if not liveness.is_dead(active):
                     raise RunRefused(IN_PROGRESS)
@@ -245,9 +251,15 @@ async def execute_run(
                 await asyncio.sleep(0)
                 resumed = time.monotonic()
     except asyncio.CancelledError:
+        # Stop, or the process is stopping (then the run is interrupted, not cancelled).
+        status, reason = (
+            (RunStatus.INTERRUPTED, liveness.INTERRUPTED)
+            if liveness.stopping.is_set()
+            else (RunStatus.CANCELLED, "Cancelled by the user.")
+        )
 
         async def wind_up() -> None:
-            await tell(await recorder.stop(RunStatus.CANCELLED, "Cancelled by the user."))
+            await tell(await recorder.stop(status, reason))
 
         # Shielded: a second cancel (Stop twice, a shutdown) must not cut the wind-up short.
         await asyncio.shield(wind_up())

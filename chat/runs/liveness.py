@@ -7,6 +7,7 @@ import asyncio
 import logging
 import os
 import socket
+import threading
 import uuid
 from datetime import timedelta
 
@@ -25,6 +26,8 @@ STALE_AFTER = timedelta(seconds=60)
 INTERRUPTED = "Interrupted: the server process stopped during the run."
 running: dict[int, asyncio.Task[Run]] = {}
 """The runs executing in this process, by id."""
+stopping = threading.Event()
+"""Set once this process is shutting down: it takes no new run, and its runs are interrupted."""
 starting: set[int] = set()
 """Runs this process has created whose task is not registered yet: alive, not dead.
 
@@ -70,6 +73,22 @@ def interrupt(run: Run) -> None:
         status=ToolCallStatus.FAILED, error=INTERRUPTED, finished_at=timezone.now()
     )
     transcripts.repair_conversation(run.conversation, reason=INTERRUPTED.rstrip("."), run=run)
+
+
+async def wind_up_all(grace: float) -> int:
+    """Stop taking runs, interrupt every run of this process, and wait for their wind-up.
+
+    Each run saves what streamed and answers its unanswered tool calls as on Stop, but ends
+    `interrupted`; `grace` seconds bound the wait. Returns how many runs were wound up.
+    """
+    stopping.set()
+    tasks = [task for task in running.values() if not task.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=grace)
+        logger.warning("shutdown: %d run(s) interrupted and saved", len(tasks))
+    return len(tasks)
 
 
 def recover_interrupted_runs() -> list[Run]:

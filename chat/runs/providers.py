@@ -1,12 +1,16 @@
 """Which endpoint and model a conversation uses: a profile's, else the environment's, else the
 scripted model. Every caller asks here (runs, the page's model label, the admin, the inspector).
+Also which environment variables may hold a key, and which key goes where: the one rule the
+profile form, the admin, the settings page and the commands share.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
-from typing import cast
+from enum import StrEnum
+from typing import Any, cast
 
 from django.conf import settings
 from django.db.models import Case, CharField, F, Value, When
@@ -23,6 +27,78 @@ from chat.models import Conversation, ProviderProfile
 from .exceptions import RunRefused
 
 ENVIRONMENT_KEY = "OPENAI_API_KEY"
+KEY_PREFIX = "AGENTLAB_KEY_"
+# Never a provider's key, whatever AGENTLAB_KEY_VARIABLES says: the server's own secrets (and
+# the allow-list itself, which carries the prefix).
+SERVER_SECRETS = frozenset(
+    {
+        "SECRET_KEY",
+        "DATABASE_URL",
+        "REDIS_URL",
+        "AGENTLAB_TEST_POSTGRES",
+        "AGENTLAB_TEST_REDIS",
+        "AGENTLAB_KEY_VARIABLES",
+    }
+)
+ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+class KeyStatus(StrEnum):
+    """What pages may say about a key variable. Of one that is not allowed, only that."""
+
+    NONE = "none"
+    NOT_ALLOWED = "not allowed"
+    SET = "set"
+    UNSET = "unset"
+
+
+def key_variable_problem(name: str) -> str | None:
+    """Why a profile cannot name `name` as its key variable ("" means: no key), else None.
+
+    Allowed: OPENAI_API_KEY, any AGENTLAB_KEY_* name, and the names the operator lists in
+    AGENTLAB_KEY_VARIABLES; never one of SERVER_SECRETS. A staff user who may edit profiles
+    could otherwise send any variable of the server's environment to a URL of their choosing.
+    """
+    if not name:
+        return None
+    if not ENV_NAME.match(name):
+        return (
+            "Enter the name of an environment variable (capital letters, digits and "
+            "underscores, not starting with a digit), e.g. MISTRAL_API_KEY — not the key itself."
+        )
+    if name in SERVER_SECRETS:
+        return f"{name} is one of the server's own secrets: it is never sent to a provider."
+    if name == ENVIRONMENT_KEY or name.startswith(KEY_PREFIX):
+        return None
+    if name in settings.AGENTLAB_KEY_VARIABLES:
+        return None
+    return (
+        f"{name} is not an allowed key variable: name {ENVIRONMENT_KEY}, a variable starting "
+        f"with {KEY_PREFIX}, or one the server lists in AGENTLAB_KEY_VARIABLES."
+    )
+
+
+def read_key(name: str) -> str | None:
+    """The key held by an allowed variable; None when it is unset, or not allowed."""
+    if not name or key_variable_problem(name):
+        return None
+    if name == ENVIRONMENT_KEY:
+        return settings.OPENAI_API_KEY or None
+    return os.environ.get(name) or None
+
+
+def key_status(name: str) -> KeyStatus:
+    """What the admin, the settings page and check_provider say about a key variable: whether
+    an allowed one is set here, never whether one that is not allowed exists."""
+    if not name:
+        return KeyStatus.NONE
+    if key_variable_problem(name):
+        return KeyStatus.NOT_ALLOWED
+    return KeyStatus.SET if read_key(name) else KeyStatus.UNSET
+
+
+def _same_url(one: str, other: str) -> bool:
+    return one.strip().rstrip("/") == other.strip().rstrip("/")
 
 
 @dataclass(frozen=True)
@@ -47,10 +123,16 @@ class Endpoint:
         return self.model or "model not set"
 
     def api_key(self) -> str | None:
-        """The key from the variable this endpoint names (the environment's through settings)."""
-        if self.profile is None:
-            return settings.OPENAI_API_KEY or None
-        return os.environ.get(self.key_variable) or None if self.key_variable else None
+        """The key from the variable this endpoint names; RunRefused when that variable is not
+        allowed (a profile saved before the rule, or written straight into the database)."""
+        if self.key_variable and key_variable_problem(self.key_variable):
+            # The variable is not named: a key typed where its name belongs would show.
+            name = self.profile.name if self.profile is not None else self.base_url
+            raise RunRefused(
+                f"The provider profile {name!r} names a key variable the server does not "
+                "allow, so nothing was sent. An administrator can fix the profile."
+            )
+        return read_key(self.key_variable)
 
 
 def endpoint(
@@ -59,7 +141,8 @@ def endpoint(
     """The endpoint of a profile, else of the environment, else the scripted model.
 
     `model` (a conversation's own setting) wins over the endpoint's; `base_url` (a terminal
-    override) replaces the profile with the environment's settings at that URL.
+    override) replaces the profile with the environment's settings at that URL, but
+    OPENAI_API_KEY goes only to OPENAI_BASE_URL: another URL gets no key.
     """
     if profile is not None and not base_url:
         return Endpoint(
@@ -73,7 +156,21 @@ def endpoint(
     if not url:
         return Endpoint("", model or SCRIPTED_MODEL, "", WireFormat())
     wire = WireFormat(empty_content=cast(EmptyContent, settings.AGENTLAB_TOOL_CALL_CONTENT))
-    return Endpoint(url, model or settings.AGENTLAB_MODEL, ENVIRONMENT_KEY, wire)
+    key = ENVIRONMENT_KEY if _same_url(url, settings.OPENAI_BASE_URL) else ""
+    return Endpoint(url, model or settings.AGENTLAB_MODEL, key, wire)
+
+
+async def profile_for_run(conversation: Conversation, user: Any) -> ProviderProfile | None:
+    """The conversation's profile for a run `user` starts; RunRefused when they may not use
+    it (it was chosen while they could, or by someone else)."""
+    if conversation.profile_id is None:
+        return None
+    profile = await ProviderProfile.objects.filter(pk=conversation.profile_id).afirst()
+    if profile is None or await profile.ausable_by(user):
+        return profile
+    raise RunRefused(
+        f"You may not use the provider {profile.name!r}: choose another one in Agent settings."
+    )
 
 
 def conversation_endpoint(conversation: Conversation) -> Endpoint:
@@ -118,5 +215,5 @@ def wire_format(profile: ProviderProfile) -> WireFormat:
 def known_keys() -> list[str]:
     """The key values this process could send (the environment's and the profiles'), to redact."""
     names = ProviderProfile.objects.exclude(api_key_env="").values_list("api_key_env", flat=True)
-    keys = [os.environ[name] for name in set(names) if os.environ.get(name)]
-    return [settings.OPENAI_API_KEY, *keys] if settings.OPENAI_API_KEY else keys
+    keys = {read_key(name) for name in {ENVIRONMENT_KEY, *names}}
+    return [key for key in keys if key]

@@ -33,15 +33,24 @@ class Step:
     preflight: list[str] = field(default_factory=list)
     model_call_saved: bool = False
     message: Message | None = None
+    draft: Message | None = None
+    """The reply row as last checkpointed while it streams; its turn's end completes it."""
+    checkpointed: float = 0.0
     calls: list[agent.ToolCall] = field(default_factory=list)
     results: dict[str, events.ToolResult] = field(default_factory=dict)
 
 
 class Recorder:
-    """Turns run events into rows: one write per model turn, per tool call and at the end."""
+    """Turns run events into rows: one write per model turn, per tool call and at the end.
+
+    A reply that streams for long is checkpointed every AGENTLAB_CHECKPOINT_SECONDS as a draft
+    row, so a killed process loses at most that much: writes grow with a run's duration, never
+    with its token count.
+    """
 
     def __init__(self, run: Run) -> None:
         self.run = run
+        self.checkpoint_every = settings.AGENTLAB_CHECKPOINT_SECONDS
         self.started = time.monotonic()
         self.first_token: float | None = None
         self.step: Step | None = None
@@ -51,7 +60,8 @@ class Recorder:
         step = self.step
         match event:
             case events.StepStarted(number):
-                self.step = Step(number=number, started=time.monotonic())
+                now = time.monotonic()
+                self.step = Step(number=number, started=now, checkpointed=now)
             case events.PreflightRepaired(_, violations) if step:
                 step.preflight = list(violations)
             case events.ModelRequestSent(body, status_code, attempts, url) if step:
@@ -60,9 +70,11 @@ class Recorder:
             case events.TextDelta(text) if step:
                 self._first_token(step)
                 step.text.append(text)
+                await self._checkpoint(step)
             case events.ReasoningDelta(text) if step:
                 self._first_token(step)
                 step.reasoning.append(text)
+                await self._checkpoint(step)
             case events.Usage() if step:
                 self.usage += event - step.usage
                 step.usage = event
@@ -79,6 +91,33 @@ class Recorder:
                 await sync_to_async(self._save_tool_result)(step, result)
             case events.RunFinished(status, error, steps):
                 await sync_to_async(self._finish)(status, error or "", steps)
+
+    async def _checkpoint(self, step: Step) -> None:
+        if time.monotonic() - step.checkpointed < self.checkpoint_every:
+            return
+        await sync_to_async(self._write_reply)(step, self._partial(step))
+        step.checkpointed = time.monotonic()
+
+    @staticmethod
+    def _partial(step: Step) -> agent.ChatMessage:
+        """What streamed of the step's reply so far."""
+        return agent.ChatMessage(
+            role="assistant",
+            content="".join(step.text) or None,
+            reasoning="".join(step.reasoning) or None,
+        )
+
+    def _write_reply(self, step: Step, message: agent.ChatMessage) -> Message:
+        """The step's reply row: the draft brought up to date, or a new row."""
+        if step.draft is None:
+            (step.draft,) = transcripts.append_messages(
+                self.run.conversation, [message], run=self.run
+            )
+            return step.draft
+        for name, value in transcripts.message_fields(message).items():
+            setattr(step.draft, name, value)
+        step.draft.save(update_fields=list(transcripts.message_fields(message)))
+        return step.draft
 
     def _first_token(self, step: Step) -> None:
         now = time.monotonic()
@@ -113,8 +152,7 @@ class Recorder:
 
     @transaction.atomic
     def _save_turn(self, step: Step, message: agent.ChatMessage, finish_reason: str | None) -> None:
-        conversation = self.run.conversation
-        (row,) = transcripts.append_messages(conversation, [message], run=self.run)
+        row = self._write_reply(step, message)
         if not step.model_call_saved:
             self._save_model_call(step, finish_reason or "")
         now = timezone.now()
@@ -194,12 +232,7 @@ class Recorder:
     def _stop(self, status: str, error: str) -> None:
         step = self.step
         if step is not None and step.message is None and (step.text or step.reasoning):
-            partial = agent.ChatMessage(
-                role="assistant",
-                content="".join(step.text) or None,
-                reasoning="".join(step.reasoning) or None,
-            )
-            transcripts.append_messages(self.run.conversation, [partial], run=self.run)
+            self._write_reply(step, self._partial(step))
         if step is not None and not step.model_call_saved:
             self._save_model_call(step, "", error)
         if step is not None and step.calls and len(step.results) < len(step.calls):

@@ -135,7 +135,8 @@ class ManagedProcess:
 
 
 class DaphneServer(ManagedProcess):
-    """`python -m daphne agentlab_site.asgi:application` on a free 127.0.0.1 port."""
+    """`python -m chat.serve agentlab_site.asgi:application` (daphne, as in production) on a free
+    127.0.0.1 port."""
 
     name = "daphne"
     start_timeout = 30.0
@@ -160,7 +161,7 @@ class DaphneServer(ManagedProcess):
         with self.log.open("wb") as log:
             return subprocess.Popen(
                 [
-                    sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
+                    sys.executable, "-m", "chat.serve", "-b", "127.0.0.1", "-p", str(self.port),
                     "agentlab_site.asgi:application",
                 ],
                 cwd=ROOT,

@@ -2,6 +2,7 @@
 
 - `rows`: Message rows <-> ChatMessage values; appends and strict-history repair.
 - `records`: the JSON Lines record formats (openai, full).
+- `limits`: what an imported line may hold (bounds, content parts, folded tool results).
 - `export` / `imports`: conversations to records and back.
 - `forks`: a new conversation from another's history, optionally with an edited tool result.
 """

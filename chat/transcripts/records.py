@@ -9,25 +9,54 @@ Two formats:
   position (a message's run is its place in `runs`, a tool call's message is the message's
   `index`), so a record holds no database id but its own informational `id`, and an import
   exported again gives the same record.
+
+Both read messages alike (`limits`): content parts joined, tool calls in the OpenAI shape, the
+same bounds on an imported line.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from collections.abc import Callable
 from typing import Annotated, Any, Final, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from chat import agent
 from chat.agent.contracts import validation_text
 from chat.agent.messages import Role
 from chat.models import RunStatus, ToolCallStatus
 
+from .limits import (
+    PARTS,
+    ROWS,
+    Content,
+    Count,
+    Log,
+    Name,
+    Seconds,
+    Text,
+    Timestamp,
+    at_most,
+    content_within_limits,
+    folded,
+    import_context,
+    load_json,
+    refusal_text,
+)
+
 FULL_FORMAT: Final = "agentlab.full"
 FULL_VERSION: Final = 1
 
-Count = Annotated[int, Field(ge=0)]
+Total = Annotated[int, Field(ge=0)]
 
 
 class ExportRefused(Exception):
@@ -46,26 +75,65 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ToolCallFunction(BaseModel):
+    """The function a tool call names; `arguments` is the raw JSON string (an object, which some
+    exporters write, is kept as its JSON text, as the core does)."""
+
+    name: Name
+    arguments: Text = ""
+
+    @field_validator("arguments", mode="before")
+    @classmethod
+    def _as_text(cls, value: Any) -> Any:
+        return json.dumps(value) if isinstance(value, dict | list) else value
+
+
+class MessageToolCall(BaseModel):
+    """A tool call in a message, in the OpenAI shape: `{id, type: "function", function}`."""
+
+    id: Name
+    type: Literal["function"] = "function"
+    function: ToolCallFunction
+
+    def value(self) -> agent.ToolCall:
+        return agent.ToolCall(
+            id=self.id, name=self.function.name, arguments=self.function.arguments
+        )
+
+
+def _checked(value: Callable[[], agent.ChatMessage]) -> None:
+    """The core's own rules (which role carries tool calls...), as one line per error."""
+    try:
+        value()
+    except ValidationError as exc:
+        raise ValueError(validation_text(exc)) from None
+
+
 class MessageRecord(_Record):
     index: Count
     run: Count | None = None
     role: Role
-    content: str | None = None
-    reasoning: str = ""
-    tool_calls: list[dict[str, Any]] = []
-    tool_call_id: str = ""
-    created_at: datetime
+    content: Content = None
+    reasoning: Text = ""
+    tool_calls: Annotated[list[MessageToolCall], PARTS] = []
+    tool_call_id: Name = ""
+    created_at: Timestamp
+
+    @field_validator("content")
+    @classmethod
+    def _within_limits(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return content_within_limits(value, info)
 
     @model_validator(mode="after")
     def _is_a_chat_message(self) -> Self:
-        self.value()
+        _checked(self.value)
         return self
 
     def value(self) -> agent.ChatMessage:
         return agent.ChatMessage(
             role=self.role,
             content=self.content,
-            tool_calls=tuple(agent.ToolCall.from_openai(call) for call in self.tool_calls),
+            tool_calls=tuple(call.value() for call in self.tool_calls),
             tool_call_id=self.tool_call_id or None,
             reasoning=self.reasoning or None,
         )
@@ -75,65 +143,65 @@ class ToolCallRecord(_Record):
     message: Count | None = None
     step: Count = 0
     position: Count = 0
-    call_id: str
-    name: str
-    arguments: str = ""
+    call_id: Name
+    name: Name
+    arguments: Text = ""
     status: ToolCallStatus
     result: str = ""
-    error: str = ""
-    started_at: datetime | None = None
-    finished_at: datetime | None = None
-    duration: float | None = None
+    error: Text = ""
+    started_at: Timestamp | None = None
+    finished_at: Timestamp | None = None
+    duration: Seconds | None = None
 
 
 class _Measured(_Record):
     prompt_tokens: Count = 0
     completion_tokens: Count = 0
     total_tokens: Count = 0
-    time_to_first_token: float | None = None
-    duration: float | None = None
-    error: str = ""
+    time_to_first_token: Seconds | None = None
+    duration: Seconds | None = None
+    error: Text = ""
 
 
 class ModelCallRecord(_Measured):
     step: Count
-    model: str = ""
-    url: str = ""
+    model: Name = ""
+    url: Annotated[str, at_most(500)] = ""
     request: dict[str, Any] = {}
-    raw_stream: str = ""
-    preflight: list[str] = []
+    raw_stream: Log = ""
+    preflight: Annotated[list[Text], PARTS] = []
     http_status: Count | None = None
     attempts: Count = 1
-    finish_reason: str = ""
-    started_at: datetime
+    finish_reason: Annotated[str, at_most(40)] = ""
+    started_at: Timestamp
 
 
 class RunRecord(_Measured):
-    created_by: str | None = None
+    created_by: Name | None = None
     status: RunStatus
-    model: str = ""
+    model: Name = ""
     parameters: dict[str, Any] = {}
     steps: Count = 0
-    worker: str = ""
-    heartbeat_at: datetime | None = None
-    started_at: datetime
-    finished_at: datetime | None = None
-    tool_calls: list[ToolCallRecord] = []
-    model_calls: list[ModelCallRecord] = []
+    worker: Name = ""
+    heartbeat_at: Timestamp | None = None
+    started_at: Timestamp
+    finished_at: Timestamp | None = None
+    tool_calls: Annotated[list[ToolCallRecord], ROWS] = []
+    model_calls: Annotated[list[ModelCallRecord], ROWS] = []
 
 
 class HistoryRepairRecord(_Record):
     run: Count | None = None
-    reason: str
-    added: list[Any] = []
-    removed: list[Any] = []
-    created_at: datetime
+    reason: Name
+    added: Annotated[list[Any], ROWS] = []
+    removed: Annotated[list[Any], ROWS] = []
+    created_at: Timestamp
 
 
 class Usage(_Record):
-    prompt_tokens: Count = 0
-    completion_tokens: Count = 0
-    total_tokens: Count = 0
+    prompt_tokens: Total = 0
+    completion_tokens: Total = 0
+    total_tokens: Total = 0
 
 
 class FullRecord(_Record):
@@ -142,20 +210,20 @@ class FullRecord(_Record):
     format: Literal["agentlab.full"] = FULL_FORMAT
     version: Literal[1] = FULL_VERSION
     id: int | None = None
-    owner: str
-    title: str = ""
+    owner: Name
+    title: Name = ""
     parameters: dict[str, Any] = {}
-    created_at: datetime
-    updated_at: datetime
+    created_at: Timestamp
+    updated_at: Timestamp
     usage: Usage = Usage()
-    tools: list[dict[str, Any]] = []
-    messages: list[MessageRecord] = []
-    runs: list[RunRecord] = []
-    history_repairs: list[HistoryRepairRecord] = []
+    tools: Annotated[list[dict[str, Any]], PARTS] = []
+    messages: Annotated[list[MessageRecord], ROWS] = []
+    runs: Annotated[list[RunRecord], ROWS] = []
+    history_repairs: Annotated[list[HistoryRepairRecord], ROWS] = []
 
     @model_validator(mode="after")
     def _references_resolve(self) -> Self:
-        agent.AgentParameters.model_validate(self.parameters)
+        agent.AgentParameters.from_stored(self.parameters)
         indexes = [message.index for message in self.messages]
         if len(set(indexes)) != len(indexes):
             raise ValueError("messages: two messages share an index")
@@ -175,6 +243,18 @@ class FullRecord(_Record):
             raise ValueError("runs: more than one run in progress")
         return self
 
+    @model_validator(mode="after")
+    def _long_results_folded(self, info: ValidationInfo) -> Self:
+        for message in self.messages:
+            if message.role == "tool" and message.content:
+                where = f"message {message.index}: tool result"
+                message.content = folded(message.content, where, info)
+        for position, run in enumerate(self.runs):
+            for call in run.tool_calls:
+                where = f"runs.{position}: tool call {call.call_id!r}: result"
+                call.result = folded(call.result, where, info)
+        return self
+
     def runs_in_progress(self) -> list[RunRecord]:
         return [run for run in self.runs if run.status == RunStatus.IN_PROGRESS]
 
@@ -182,21 +262,64 @@ class FullRecord(_Record):
         return [message.value() for message in sorted(self.messages, key=lambda m: m.index)]
 
 
+class OpenAIMessage(BaseModel):
+    """A message in the OpenAI shape. Keys the core has no place for are ignored, unless they
+    carry what the message says (a refusal, a legacy function_call, audio): those are refused,
+    as an emptied message would pass for what the model said."""
+
+    role: Role
+    content: Content = None
+    tool_calls: Annotated[list[MessageToolCall] | None, PARTS] = None
+    tool_call_id: Name | None = None
+    reasoning_content: Text | None = None
+    reasoning: Text | None = None
+    refusal: Any = None
+    function_call: Any = None
+    audio: Any = None
+
+    @field_validator("content")
+    @classmethod
+    def _within_limits(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return content_within_limits(value, info)
+
+    @model_validator(mode="after")
+    def _is_a_chat_message(self) -> Self:
+        if self.refusal:
+            raise ValueError("refusal is not supported: the core keeps no refusal")
+        if self.function_call:
+            raise ValueError("function_call (the legacy shape) is not supported: use tool_calls")
+        if self.audio:
+            raise ValueError("audio is not supported: the core's content is text")
+        _checked(self.value)
+        return self
+
+    def value(self) -> agent.ChatMessage:
+        return agent.ChatMessage(
+            role=self.role,
+            content=self.content,
+            tool_calls=tuple(call.value() for call in self.tool_calls or ()),
+            tool_call_id=self.tool_call_id or None,
+            reasoning=self.reasoning_content or self.reasoning or None,
+        )
+
+
 class OpenAIRecord(BaseModel):
     """A Chat Completions request (or a fine-tuning line); keys other than these are ignored."""
 
-    messages: Annotated[list[dict[str, Any]], Field(min_length=1)]
-    tools: list[dict[str, Any]] = []
-    model: str | None = None
+    messages: Annotated[list[OpenAIMessage], Field(min_length=1), ROWS]
+    tools: Annotated[list[dict[str, Any]], PARTS] = []
+    model: Name | None = None
+
+    @model_validator(mode="after")
+    def _long_results_folded(self, info: ValidationInfo) -> Self:
+        for position, message in enumerate(self.messages):
+            if message.role == "tool" and message.content:
+                where = f"messages.{position}: tool result"
+                message.content = folded(message.content, where, info)
+        return self
 
     def values(self) -> list[agent.ChatMessage]:
-        result = []
-        for position, data in enumerate(self.messages):
-            try:
-                result.append(agent.ChatMessage.from_openai(data))
-            except ValueError as exc:
-                raise ImportRefused(f"messages.{position}: {validation_text(exc)}") from None
-        return result
+        return [message.value() for message in self.messages]
 
     def tool_names(self) -> list[str]:
         names = []
@@ -212,17 +335,21 @@ class OpenAIRecord(BaseModel):
         return names
 
 
-def parse_line(line: str) -> FullRecord | OpenAIRecord:
-    """A JSON Lines line as a record of either format; raises ImportRefused saying why not."""
+def parse_line(line: str) -> tuple[FullRecord | OpenAIRecord, list[str]]:
+    """A JSON Lines line as a record of either format, read within the import bounds, and notes
+    for the reader on what was folded; raises ImportRefused saying why not."""
     try:
-        data = json.loads(line)
+        data = load_json(line)
     except ValueError as exc:
-        raise ImportRefused(f"not JSON: {exc}") from None
+        raise ImportRefused(str(exc)) from None
     if not isinstance(data, dict):
         raise ImportRefused(f"a record must be a JSON object, not {type(data).__name__}")
+    context = import_context()
     try:
         if "format" in data:
-            return FullRecord.model_validate(data)
-        return OpenAIRecord.model_validate(data)
+            record: FullRecord | OpenAIRecord = FullRecord.model_validate(data, context=context)
+        else:
+            record = OpenAIRecord.model_validate(data, context=context)
     except ValidationError as exc:
-        raise ImportRefused(validation_text(exc)) from None
+        raise ImportRefused(refusal_text(exc)) from None
+    return record, list(context["notes"])

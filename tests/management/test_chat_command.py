@@ -6,11 +6,12 @@ import json
 from io import StringIO
 
 import pytest
+from django.conf import LazySettings
 from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from chat.agent import history
-from chat.models import Conversation, ModelCall, Run, ToolCall
+from chat.models import Conversation, ModelCall, ProviderProfile, Run, ToolCall
 from chat.testing.openai_script import error, text_turn, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer
 from chat.transcripts import load_history
@@ -126,3 +127,77 @@ def test_conversation_of_another_user_is_refused() -> None:
     conversation = json.loads(out)["conversation"]
     with pytest.raises(CommandError, match="does not belong to 'grace'"):
         chat("hi", "--conversation", str(conversation), "--user", "grace")
+
+
+ENVIRONMENT_KEY = "sk-environment-canary-91c2"
+
+
+def test_another_base_url_gets_no_key_unless_one_is_given(
+    fake_openai: FakeOpenAIServer, settings: LazySettings
+) -> None:
+    """OPENAI_API_KEY belongs to OPENAI_BASE_URL: another host never receives it unasked."""
+    settings.OPENAI_BASE_URL = "http://provider.invalid/v1"
+    settings.OPENAI_API_KEY = ENVIRONMENT_KEY
+    fake_openai.enqueue(text_turn("one"), text_turn("two"))
+    base = ["--base-url", fake_openai.base_url, "--model", "m"]
+
+    out, err = chat("hi", *base)
+    chat("again", *base, "--api-key", "sk-given")
+
+    first, second = fake_openai.requests
+    assert first.headers.get("authorization") is None
+    assert second.headers["authorization"] == "Bearer sk-given"
+    assert "no key sent" in err and "--api-key" in err
+    assert ENVIRONMENT_KEY not in out + err
+
+
+def test_the_environment_url_gets_the_environment_key(
+    fake_openai: FakeOpenAIServer, settings: LazySettings
+) -> None:
+    settings.OPENAI_BASE_URL = fake_openai.base_url
+    settings.OPENAI_API_KEY = ENVIRONMENT_KEY
+    fake_openai.enqueue(text_turn("one"), text_turn("two"))
+
+    chat("hi", "--model", "m")
+    _, err = chat("again", "--base-url", fake_openai.base_url + "/", "--model", "m")
+
+    assert "no key sent" not in err
+    assert [r.headers["authorization"] for r in fake_openai.requests] == [
+        f"Bearer {ENVIRONMENT_KEY}"
+    ] * 2
+
+
+def test_a_conversation_on_a_profile_naming_a_server_secret_is_refused(
+    fake_openai: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SECRET_KEY", ENVIRONMENT_KEY)
+    fake_openai.enqueue(text_turn("leaked"))
+    conversation = Conversation.objects.create(
+        owner=get_user_model().objects.create(username="cli"),
+        profile=ProviderProfile.objects.create(
+            name="evil", base_url=fake_openai.base_url, model="m", api_key_env="SECRET_KEY"
+        ),
+    )
+
+    with pytest.raises(CommandError, match="names a key variable the server does not allow"):
+        chat("hi", "--conversation", str(conversation.pk))
+    assert fake_openai.requests == [] and Run.objects.count() == 0
+
+
+def test_a_tool_not_available_here_stays_in_the_conversations_settings(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    """It used to be dropped from the stored settings for good by the next terminal turn."""
+    owner = get_user_model().objects.create_user("ada")
+    conversation = Conversation.objects.create(
+        owner=owner, parameters={"enabled_tools": ["get_current_time", "module_tool"]}
+    )
+    fake_openai.enqueue(text_turn("Hello."))
+
+    chat("hi", "--conversation", str(conversation.pk), "--base-url", fake_openai.base_url,
+         "--model", "fake-model")  # fmt: skip
+
+    conversation.refresh_from_db()
+    assert conversation.parameters["enabled_tools"] == ["get_current_time", "module_tool"]
+    offered = [tool["function"]["name"] for tool in fake_openai.requests[-1].body["tools"]]
+    assert offered == ["get_current_time"]

@@ -217,6 +217,21 @@ def test_defaults_come_from_settings(fake_openai: FakeOpenAIServer, settings: La
     assert fake_openai.requests[1].body["model"] == "configured-model"
 
 
+def test_another_base_url_is_probed_without_the_environment_key(
+    fake_openai: FakeOpenAIServer, settings: LazySettings
+) -> None:
+    """OPENAI_API_KEY belongs to OPENAI_BASE_URL; --api-key or --api-key-env send one elsewhere."""
+    settings.OPENAI_BASE_URL = "http://provider.invalid/v1"
+    settings.OPENAI_API_KEY = SECRET
+    fake_openai.enqueue(text_turn("pong"), tool_turn([CALL]), text_turn("a"), text_turn("b"))
+    out, err = StringIO(), StringIO()
+
+    call_command("check_provider", "--base-url", fake_openai.base_url, stdout=out, stderr=err)
+
+    assert all(r.headers.get("authorization") is None for r in fake_openai.requests)
+    assert "no key sent" in err.getvalue() and SECRET not in out.getvalue() + err.getvalue()
+
+
 # --save-profile: what the probe found, written to a ProviderProfile (never the key).
 
 ALNUM9 = re.compile(r"^[a-zA-Z0-9]{9}$")
@@ -315,7 +330,7 @@ def test_rerunning_updates_the_profile_instead_of_adding_one(
     check(mistral, "--save-profile", "mistral", "--model", "mistral-small-latest")
     first = saved(name="mistral")
     ProviderProfile.objects.filter(pk=first.pk).update(
-        tool_call_ids="any", parallel_tool_calls=True, notes="stale"
+        tool_call_ids="any", parallel_tool_calls=True, notes="stale", available_to_everyone=True
     )
 
     out = check(mistral, "--save-profile", "mistral", "--model", "mistral-large-latest")
@@ -327,6 +342,7 @@ def test_rerunning_updates_the_profile_instead_of_adding_one(
     assert profile.model == "mistral-large-latest"
     assert (profile.tool_call_ids, profile.parallel_tool_calls) == ("alnum9", False)
     assert profile.notes != "stale"
+    assert profile.available_to_everyone, "who may use it is the admin's to decide"
     assert profile.api_key_env == "OPENAI_API_KEY"  # the default; the key was --api-key
     no_secret_in_the_database(SECRET)
 
@@ -398,6 +414,8 @@ def test_nothing_is_saved_when_tool_calling_fails(fake_openai: FakeOpenAIServer)
     [
         (["--api-key-env", "sk-live-0123456789"], "--api-key-env 'sk-live-0123456789': Enter"),
         (["--api-key-env", "1KEY"], "the name of an environment variable"),
+        (["--api-key-env", "SECRET_KEY"], "one of the server's own secrets"),
+        (["--api-key-env", "SOMEONES_TOKEN"], "AGENTLAB_KEY_VARIABLES"),
         (["--save-profile", "  "], "--save-profile needs a name"),
     ],
 )

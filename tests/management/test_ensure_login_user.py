@@ -8,6 +8,7 @@ from io import StringIO
 import pytest
 from django.contrib.auth import authenticate, get_user_model
 from django.core.management import call_command
+from django.test import RequestFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -24,7 +25,9 @@ def test_generates_a_password_once_and_it_works() -> None:
     assert match is not None
     password = match.group(1)
     assert len(password) >= 16
-    assert authenticate(username="admin", password=password) is not None
+    # django-axes checks every login attempt: authenticate needs the request.
+    request = RequestFactory().post("/login/")
+    assert authenticate(request, username="admin", password=password) is not None
 
     second = run()
     assert password not in second and "set earlier" in second

@@ -298,15 +298,20 @@ async def test_a_stale_run_does_not_block_the_next_message() -> None:
     assert history.validate(await make.ahistory(conversation)) == []
 
 
-async def test_a_tool_that_is_no_longer_registered_stays_disabled() -> None:
+async def test_a_tool_not_available_here_stays_chosen_and_is_not_offered() -> None:
     conversation = await make.aconversation(enabled_tools=["get_current_time"])
     conversation.parameters["enabled_tools"] = ["get_current_time", "retired_tool"]
     await conversation.asave()
+    client = ScriptedChatClient()
 
-    run = await run_once(conversation, "what time is it?", ScriptedChatClient())
+    run = await run_once(conversation, "what time is it?", client)
 
     assert run.status == "completed"
-    assert run.parameters["enabled_tools"] == ["get_current_time"]
+    offered = [tool["function"]["name"] for tool in client.requests[0]["tools"]]
+    assert offered == ["get_current_time"]
+    assert run.parameters["enabled_tools"] == ["get_current_time", "retired_tool"]
+    await conversation.arefresh_from_db()
+    assert conversation.parameters["enabled_tools"] == ["get_current_time", "retired_tool"]
 
 
 async def test_a_run_whose_conversation_is_deleted_stops_quietly() -> None:
@@ -400,6 +405,7 @@ async def test_a_conversation_uses_its_provider_profile(
         model="mistral-small",
         tool_call_ids="alnum9",
         parallel_tool_calls=False,
+        available_to_everyone=True,
     )
 
     def mistral(body: Any) -> str | None:

@@ -2,22 +2,35 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
+from channels.db import database_sync_to_async
+from django.conf import LazySettings
 from django.contrib.auth.models import User
 from django.test import override_settings
 
-from chat import agent
+from chat import agent, runs
 from chat.agent.clients import OpenAICompatibleChatClient
 from chat.agent.scripted import SCRIPTED_LABEL, SCRIPTED_MODEL, ScriptedChatClient
-from chat.models import Conversation, ProviderProfile
+from chat.models import Conversation, ProviderProfile, Run
 from chat.runs import RunRefused
 from chat.runs.providers import (
+    SERVER_SECRETS,
+    KeyStatus,
     build_client,
     conversation_endpoint,
     endpoint,
+    key_status,
+    key_variable_problem,
     known_keys,
     model_expression,
+    read_key,
 )
+from chat.testing import factories as make
+from chat.testing.openai_script import text_turn
+from chat.testing.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db
 
@@ -78,7 +91,7 @@ def test_a_conversations_own_model_wins_and_a_base_url_override_drops_the_profil
     assert endpoint(chosen, model="mistral-large").model == "mistral-large"
     with override_settings(**ENV):
         overridden = endpoint(chosen, base_url="http://other.test/v1")
-    assert overridden.profile is None and overridden.key_variable == "OPENAI_API_KEY"
+    assert overridden.profile is None and overridden.key_variable == "", "no key to another URL"
     assert (overridden.base_url, overridden.model) == ("http://other.test/v1", "env-model")
 
 
@@ -120,3 +133,153 @@ def test_known_keys_are_the_environments_and_the_profiles_set_here(
     profile(name="keyless", api_key_env="")
     with override_settings(OPENAI_API_KEY="env-key-123"):
         assert sorted(known_keys()) == ["env-key-123", "mistral-key-456"]
+
+
+# Which key goes where ------------------------------------------------------------------------
+
+SERVER_SECRET = "server-secret-canary-5d1e0b"
+
+
+@pytest.mark.parametrize("variable", ["SECRET_KEY", "DATABASE_URL", "REDIS_URL"])
+def test_a_profile_naming_a_server_secret_is_refused_even_when_listed(
+    variable: str, monkeypatch: pytest.MonkeyPatch, settings: LazySettings
+) -> None:
+    """A row written before the allow-list existed, or straight into the database."""
+    monkeypatch.setenv(variable, SERVER_SECRET)
+    settings.AGENTLAB_KEY_VARIABLES = [variable]
+    target = endpoint(profile(api_key_env=variable))
+    with pytest.raises(RunRefused, match="names a key variable the server does not allow"):
+        build_client(target)
+
+
+@pytest.mark.parametrize("variable", ["SOMEONES_TOKEN", "sk-live-0123456789abcdef"])
+def test_a_profile_naming_a_variable_that_is_not_allowed_is_refused(
+    variable: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(variable, SERVER_SECRET)
+    with pytest.raises(RunRefused) as refused:
+        build_client(endpoint(profile(api_key_env=variable)))
+    assert "names a key variable the server does not allow" in str(refused.value)
+    assert variable not in str(refused.value), "a key typed as a name is not echoed"
+
+
+def test_allowed_key_variables_are_read(
+    monkeypatch: pytest.MonkeyPatch, settings: LazySettings
+) -> None:
+    monkeypatch.setenv("MISTRAL_TEST_KEY", "listed-key")
+    monkeypatch.setenv("AGENTLAB_KEY_VLLM", "prefixed-key")
+    monkeypatch.setenv("OPENAI_API_KEY", "environment-key")
+    settings.OPENAI_API_KEY = "environment-key"
+    read = {
+        name: endpoint(profile(name=name, api_key_env=name)).api_key()
+        for name in ("MISTRAL_TEST_KEY", "AGENTLAB_KEY_VLLM", "OPENAI_API_KEY")
+    }
+    assert read == {
+        "MISTRAL_TEST_KEY": "listed-key",
+        "AGENTLAB_KEY_VLLM": "prefixed-key",
+        "OPENAI_API_KEY": "environment-key",
+    }
+
+
+def test_known_keys_leave_out_variables_that_are_not_allowed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SOMEONES_TOKEN", SERVER_SECRET)
+    profile(api_key_env="SOMEONES_TOKEN")
+    assert SERVER_SECRET not in known_keys()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_run_on_a_profile_naming_a_server_secret_sends_nothing(
+    fake_openai: FakeOpenAIServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SECRET_KEY", SERVER_SECRET)
+    fake_openai.enqueue(text_turn("leaked"))
+
+    def prepare() -> tuple[Conversation, User]:
+        owner = make.user("root", is_staff=True, is_superuser=True)
+        made = make.conversation(owner, "secret")
+        made.profile = profile(base_url=fake_openai.base_url, api_key_env="SECRET_KEY")
+        made.save()
+        return made, owner
+
+    made, owner = await database_sync_to_async(prepare)()
+
+    with pytest.raises(RunRefused, match="names a key variable the server does not allow"):
+        await runs.start_run(conversation=made, user=owner, content="hi")
+    assert fake_openai.requests == []
+    assert not await Run.objects.filter(conversation=made).aexists()
+
+
+@override_settings(OPENAI_BASE_URL="http://env.test/v1", OPENAI_API_KEY="env-key-123")
+def test_the_environment_key_goes_only_to_the_environment_url() -> None:
+    assert endpoint(base_url="http://env.test/v1/").api_key() == "env-key-123"
+    elsewhere = endpoint(base_url="http://other.test/v1")
+    assert elsewhere.key_variable == "" and elsewhere.api_key() is None
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_run_on_a_profile_the_sender_may_not_use_is_refused(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    """The conversation was put on the profile while its owner could still use it."""
+    fake_openai.enqueue(text_turn("should not be asked"))
+
+    def prepare() -> tuple[Conversation, User]:
+        owner = make.user("ada")
+        made = make.conversation(owner, "closed")
+        made.profile = profile(base_url=fake_openai.base_url)
+        made.save()
+        return made, owner
+
+    made, owner = await database_sync_to_async(prepare)()
+
+    with pytest.raises(RunRefused, match="You may not use the provider 'mistral'"):
+        await runs.start_run(conversation=made, user=owner, content="hi")
+    assert fake_openai.requests == []
+    assert not await Run.objects.filter(conversation=made).aexists()
+
+
+SETTINGS_PY = Path(__file__).resolve().parents[2] / "agentlab_site" / "settings.py"
+
+
+def test_no_variable_the_settings_read_can_be_a_key_unless_listed() -> None:
+    """Except OPENAI_API_KEY, the environment endpoint's own key."""
+    read = set(
+        re.findall(
+            r"(?:environ\.get|env_bool|env_list)\(\s*\"([A-Z][A-Z0-9_]*)\"",
+            SETTINGS_PY.read_text(),
+        )
+    )
+    assert {"SECRET_KEY", "DATABASE_URL", "REDIS_URL", "OPENAI_API_KEY"} <= read
+    allowed = {name for name in read if key_variable_problem(name) is None}
+    assert allowed == {"OPENAI_API_KEY"}
+
+
+def test_the_servers_own_secrets_are_never_allowed(settings: LazySettings) -> None:
+    settings.AGENTLAB_KEY_VARIABLES = sorted(SERVER_SECRETS)
+    for name in SERVER_SECRETS:
+        assert "never sent to a provider" in (key_variable_problem(name) or ""), name
+        assert key_status(name) is KeyStatus.NOT_ALLOWED
+    assert "AGENTLAB_KEY_VARIABLES" in SERVER_SECRETS, "the prefix does not open the list"
+
+
+def test_the_allow_list(settings: LazySettings) -> None:
+    settings.AGENTLAB_KEY_VARIABLES = ["MISTRAL_API_KEY"]
+    for name in ("", "OPENAI_API_KEY", "AGENTLAB_KEY_VLLM", "MISTRAL_API_KEY"):
+        assert key_variable_problem(name) is None, name
+    assert "AGENTLAB_KEY_VARIABLES" in (key_variable_problem("DEEPSEEK_API_KEY") or "")
+
+
+def test_the_status_of_a_variable_that_is_not_allowed_says_nothing_of_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("SOMEONES_TOKEN", SERVER_SECRET)
+    monkeypatch.setenv("MISTRAL_TEST_KEY", "mistral-key-456")
+    assert key_status("SOMEONES_TOKEN") is KeyStatus.NOT_ALLOWED
+    assert read_key("SOMEONES_TOKEN") is None
+    monkeypatch.delenv("SOMEONES_TOKEN")
+    assert key_status("SOMEONES_TOKEN") is KeyStatus.NOT_ALLOWED
+    assert key_status("MISTRAL_TEST_KEY") is KeyStatus.SET
+    assert key_status("UNSET_TEST_KEY") is KeyStatus.UNSET
+    assert key_status("") is KeyStatus.NONE

@@ -183,6 +183,7 @@ def test_a_burst_of_sends_through_two_processes_starts_one_run(site: Site) -> No
                 await frames_until(a1, DONE)
 
     asyncio.run(scenario())
-    assert site.sql("select status from chat_run") == [("completed",)]
-    roles = [role for (role,) in site.sql("select role from chat_message order by index")]
+    mine = f"where conversation_id = {conversation}"
+    assert site.sql(f"select status from chat_run {mine}") == [("completed",)]
+    roles = [role for (role,) in site.sql(f"select role from chat_message {mine} order by index")]
     assert roles == ["user", "assistant", "tool", "assistant"]

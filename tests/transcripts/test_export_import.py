@@ -296,3 +296,22 @@ def test_a_line_that_is_not_utf8_is_reported(tmp_path: Path) -> None:
         call_command("import_transcripts", str(path), stdout=StringIO(), stderr=err)
 
     assert "line 1: not UTF-8 text" in err.getvalue()
+
+
+def test_a_tool_not_available_here_does_not_break_the_export(tmp_path: Path) -> None:
+    """The full export crashed with a traceback and an empty file; the openai one offers only
+    what this process has."""
+    made = make.rich_conversation(make.user("ada"))
+    made.parameters = {**made.parameters, "enabled_tools": ["get_current_time", "module_tool"]}
+    made.save()
+
+    (full,) = export("--format", "full")
+    (openai,) = export("--format", "openai")
+
+    assert full["parameters"]["enabled_tools"] == ["get_current_time", "module_tool"]
+    assert [tool["function"]["name"] for tool in openai["tools"]] == ["get_current_time"]
+    path = tmp_path / "full.jsonl"
+    path.write_text(json.dumps(full) + "\n")
+    run("import_transcripts", str(path))
+    copy = Conversation.objects.exclude(pk=made.pk).get()
+    assert copy.parameters["enabled_tools"] == ["get_current_time", "module_tool"]

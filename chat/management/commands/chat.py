@@ -10,7 +10,14 @@ from pydantic import ValidationError
 
 from chat import agent, runs
 from chat.agent.contracts import validation_text
-from chat.management.terminal import RunPrinter, finish, run_summary, run_to_end, user_named
+from chat.management.terminal import (
+    RunPrinter,
+    finish,
+    run_summary,
+    run_to_end,
+    unsent_key_note,
+    user_named,
+)
 from chat.models import Conversation
 
 
@@ -24,7 +31,11 @@ class Command(BaseCommand):
             "--user", help="Owner of a new conversation (default: 'cli', created if missing)."
         )
         parser.add_argument("--base-url", help="OpenAI-compatible base URL (default: settings).")
-        parser.add_argument("--api-key", help="API key (default: OPENAI_API_KEY).")
+        parser.add_argument(
+            "--api-key",
+            help="API key (default: OPENAI_API_KEY, which is sent only to OPENAI_BASE_URL: to "
+            "another --base-url, no key unless this is given).",
+        )
         parser.add_argument("--model", help="Model name (default: AGENTLAB_MODEL).")
         parser.add_argument(
             "--tool", action="append", default=[], metavar="NAME", help="Enable a tool (repeat)."
@@ -50,6 +61,8 @@ class Command(BaseCommand):
             client = runs.build_client(target, api_key=options["api_key"])
         except runs.RunRefused as exc:
             raise CommandError(str(exc)) from None
+        if note := unsent_key_note(options["base_url"], given=bool(options["api_key"])):
+            self.stderr.write(note)
         run = run_to_end(
             conversation=conversation,
             user=conversation.owner,
@@ -92,9 +105,7 @@ class Command(BaseCommand):
         if options["model"]:
             changes["model"] = options["model"]
         try:
-            parameters = agent.AgentParameters.model_validate(
-                {**parameters.model_dump(), **changes}
-            )
+            parameters = parameters.changed(**changes)
         except ValidationError as exc:
             raise CommandError(validation_text(exc)) from None
         conversation.set_agent_parameters(parameters)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from typing import Any
 
 from django.conf import settings
@@ -13,11 +12,20 @@ from django.db import transaction
 
 from chat.agent import probes
 from chat.agent.redaction import redact_text
-from chat.forms import ProviderProfileForm, base_url_problem, key_env_problem, key_is_set
+from chat.forms import ProviderProfileForm, base_url_problem
+from chat.management.terminal import unsent_key_note
 from chat.models import ProviderProfile
 from chat.models.providers import NAME_CHARS
+from chat.runs.providers import (
+    ENVIRONMENT_KEY,
+    KeyStatus,
+    endpoint,
+    key_status,
+    key_variable_problem,
+    read_key,
+)
 
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+DEFAULT_KEY_ENV = ENVIRONMENT_KEY
 PROFILE_FIELDS = (
     "base_url",
     "model",
@@ -45,7 +53,8 @@ class Command(BaseCommand):
         parser.add_argument("--base-url", help="Default: OPENAI_BASE_URL.")
         parser.add_argument(
             "--api-key",
-            help="Default: the variable named by --api-key-env if given, else OPENAI_API_KEY.",
+            help="Default: the variable named by --api-key-env if given, else OPENAI_API_KEY, "
+            "which is sent only to OPENAI_BASE_URL (to another --base-url, no key).",
         )
         parser.add_argument(
             "--model", help="Default: AGENTLAB_MODEL, else the first model the endpoint lists."
@@ -64,7 +73,8 @@ class Command(BaseCommand):
             "--api-key-env",
             metavar="VAR",
             help=f"The environment variable the saved profile reads its key from (default "
-            f"{DEFAULT_KEY_ENV}; empty: no key). Its value is the probe's key unless --api-key "
+            f"{DEFAULT_KEY_ENV}; empty: no key): {DEFAULT_KEY_ENV}, an AGENTLAB_KEY_* variable or "
+            "one listed in AGENTLAB_KEY_VARIABLES. Its value is the probe's key unless --api-key "
             "is given. Only the name is stored.",
         )
 
@@ -77,7 +87,7 @@ class Command(BaseCommand):
                 raise CommandError("--save-profile needs a name of 1 to 100 characters.")
         if key_env is not None:
             key_env = key_env.strip()
-            problem = key_env_problem(key_env)
+            problem = key_variable_problem(key_env)
             if problem:
                 raise CommandError(f"--api-key-env {key_env!r}: {problem}")
         base_url = options["base_url"] or settings.OPENAI_BASE_URL
@@ -91,9 +101,11 @@ class Command(BaseCommand):
             if problem:
                 raise CommandError(f"Cannot save a profile for this URL. {problem}")
         if key_env is not None:
-            api_key = options["api_key"] or (os.environ.get(key_env) if key_env else None)
+            api_key = options["api_key"] or read_key(key_env)
         else:
-            api_key = options["api_key"] or settings.OPENAI_API_KEY
+            api_key = options["api_key"] or endpoint(base_url=base_url).api_key()
+            if note := unsent_key_note(base_url, given=bool(options["api_key"])):
+                self.stderr.write(note)
         report = asyncio.run(
             probes.check_provider(
                 base_url=base_url,
@@ -159,8 +171,16 @@ def save_profile(
         fields["notes"] = redact_text(fields["notes"], [secret])
     with transaction.atomic():
         instance = ProviderProfile.objects.select_for_update().filter(name=name).first()
+        # Who may use the profile is the admin's to decide: a re-check keeps it.
+        available = instance is not None and instance.available_to_everyone
         form = ProviderProfileForm(
-            data={"name": name, "base_url": base_url, "api_key_env": api_key_env, **fields},
+            data={
+                "name": name,
+                "base_url": base_url,
+                "api_key_env": api_key_env,
+                "available_to_everyone": available,
+                **fields,
+            },
             instance=instance,
         )
         if not form.is_valid():
@@ -175,7 +195,7 @@ def save_profile(
 def profile_json(profile: ProviderProfile) -> dict[str, Any]:
     data: dict[str, Any] = {"name": profile.name, "id": profile.pk}
     data.update((field, getattr(profile, field)) for field in PROFILE_FIELDS)
-    data["api_key_env_set"] = key_is_set(profile.api_key_env)
+    data["api_key_env_set"] = key_status(profile.api_key_env) is KeyStatus.SET
     return data
 
 
@@ -183,7 +203,7 @@ def describe_profile(profile: ProviderProfile, created: bool) -> list[str]:
     """What was written, as lines for a terminal."""
     if not profile.api_key_env:
         key = "(none: requests are sent without a key)"
-    elif key_is_set(profile.api_key_env):
+    elif key_status(profile.api_key_env) is KeyStatus.SET:
         key = f"{profile.api_key_env} (set in this process; only the name is stored)"
     else:
         key = f"{profile.api_key_env} (NOT set in this process: set it where the lab runs)"

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import sys
+import traceback
 from typing import IO, Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DatabaseError
 
 from chat.management.terminal import user_named
+from chat.transcripts.forks import MAX_TOOL_RESULT_CHARS
 from chat.transcripts.imports import import_record
 from chat.transcripts.records import ImportRefused, parse_line
+
+MAX_REASON_CHARS = 1000
 
 
 class Command(BaseCommand):
@@ -19,9 +23,11 @@ class Command(BaseCommand):
         "full format recreate the conversation with its runs, tool-call logs and model calls, "
         "timestamps and statuses, owned by the original owner (who must exist) or --user. Lines "
         "in the openai format ({messages, tools}) become new conversations of --user; leading "
-        "system messages become its system prompts. Each line is written whole or not at all: "
-        "an invalid line is reported on stderr with its number and skipped. Exit status 1 when "
-        "a line failed."
+        "system messages become its system prompts. Each line is checked against the record "
+        "schema and written whole or not at all: an invalid line is reported on stderr as one "
+        "line with its number and skipped (--traceback shows where an unexpected error came "
+        f"from). A tool result over {MAX_TOOL_RESULT_CHARS:,} characters is folded, with a "
+        "warning. Exit status 1 when a line failed."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -42,18 +48,16 @@ class Command(BaseCommand):
                 if not raw.strip():
                     continue
                 try:
-                    record = parse_line(raw.decode("utf-8"))
+                    record, notes = parse_line(raw.decode("utf-8"))
                     conversation, warnings = import_record(record, user=user)
-                except UnicodeDecodeError as exc:
+                except Exception as exc:  # a hostile line costs its own line, never the import
                     failed += 1
-                    self.stderr.write(f"line {number}: not UTF-8 text: {exc.reason}")
-                    continue
-                except (ImportRefused, DatabaseError) as exc:
-                    failed += 1
-                    self.stderr.write(f"line {number}: {exc}")
+                    self.stderr.write(f"line {number}: {refusal(exc)}")
+                    if options["traceback"] and not isinstance(exc, ImportRefused):
+                        self.stderr.write(traceback.format_exc())
                     continue
                 imported += 1
-                for warning in warnings:
+                for warning in [*notes, *warnings]:
                     self.stderr.write(f"line {number}: warning: {warning}", self.style.WARNING)
                 if options["verbosity"] >= 2:
                     self.stdout.write(
@@ -74,3 +78,16 @@ class Command(BaseCommand):
             return open(path, "rb")
         except OSError as exc:
             raise CommandError(f"Cannot read {path}: {exc.strerror}.") from None
+
+
+def refusal(exc: Exception) -> str:
+    """Why a line failed, as one line of at most MAX_REASON_CHARS (a hostile line chooses the
+    text); an error that is no refusal is named, and --traceback shows where it came from."""
+    if isinstance(exc, UnicodeDecodeError):
+        text = f"not UTF-8 text: {exc.reason}"
+    elif isinstance(exc, ImportRefused | DatabaseError):
+        text = str(exc)
+    else:
+        text = f"cannot import ({type(exc).__name__}: {exc})"
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_REASON_CHARS else text[:MAX_REASON_CHARS] + "…"
