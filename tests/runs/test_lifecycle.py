@@ -14,6 +14,7 @@ from chat.agent import events, history
 from chat.agent.errors import StreamError
 from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
 from chat.models import Conversation, Message, ModelCall, Run, ToolCall
+from chat.runs import liveness
 from chat.testing import factories as make
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -113,47 +114,68 @@ async def test_failed_run_keeps_partial_text_and_next_message_works() -> None:
     assert run2.status == "completed"
 
 
-async def test_cancel_mid_tool_answers_the_dangling_calls() -> None:
-    registry_tool = agent.default_registry
+@pytest.mark.parametrize(
+    ("stop", "status", "reply", "tool_status"),
+    [
+        ("cancel", "cancelled", "Cancelled by the user", "cancelled"),
+        # SIGTERM: the stopping process interrupts its runs, keeping what they did.
+        ("shutdown", "interrupted", "Interrupted", "failed"),
+    ],
+)
+async def test_a_run_stopped_mid_tool_answers_the_dangling_calls(
+    stop: str, status: str, reply: str, tool_status: str
+) -> None:
     release = asyncio.Event()
 
     async def slow(arguments: dict[str, object]) -> str:
         await release.wait()
         return "never"
 
-    registry_tool.register(agent.ToolDefinition(name="sleepy_tool", description="slow"), slow)
+    agent.default_registry.register(agent.ToolDefinition(name="sleepy_tool", description="x"), slow)
     try:
         conversation = await make.aconversation(enabled_tools=["sleepy_tool", "get_current_time"])
         client = ScriptedChatClient(
-            [ScriptedTurn(tool_calls=(call("t", "get_current_time"), call("s", "sleepy_tool")))]
+            [
+                ScriptedTurn(
+                    text="Checking both.",
+                    tool_calls=(call("t", "get_current_time"), call("s", "sleepy_tool")),
+                )
+            ]
         )
-        started = asyncio.Event()
-        finished_events: list[events.RunEvent] = []
+        one_done = asyncio.Event()
+        finished: list[events.RunEvent] = []
 
         async def listener(run: Run, event: events.RunEvent) -> None:
-            finished_events.append(event)
+            finished.append(event)
             if isinstance(event, events.ToolCallFinished):
-                started.set()
+                one_done.set()
 
         handle = await make.start_as_owner(conversation, "go", client, [listener])
-        await asyncio.wait_for(started.wait(), 5)
-        assert runs.cancel_run(handle.run.pk)
-        with pytest.raises(asyncio.CancelledError):
-            await handle.task
+        await asyncio.wait_for(one_done.wait(), 5)
+        if stop == "cancel":
+            assert runs.cancel_run(handle.run.pk)
+            with pytest.raises(asyncio.CancelledError):
+                await handle.task
+        else:
+            assert await runs.wind_up_all(5) == 1
+            assert handle.task.done()
+            with pytest.raises(runs.RunRefused, match="restarting"):
+                await make.start_as_owner(conversation, "again", ScriptedChatClient(["x"]))
     finally:
-        registry_tool.unregister("sleepy_tool")
+        agent.default_registry.unregister("sleepy_tool")
+        liveness.stopping.clear()
 
     run = await Run.objects.aget(pk=handle.run.pk)
-    assert run.status == "cancelled"
-    messages = await make.ahistory(conversation)
-    assert [m.role for m in messages] == ["user", "assistant", "tool", "tool"]
-    assert json.loads(messages[2].content or "")["timezone"] == "UTC"
-    assert "Cancelled by the user" in (messages[3].content or "")
-    assert history.validate(messages) == []
+    assert run.status == status
+    stored = await make.ahistory(conversation)
+    assert [m.role for m in stored] == ["user", "assistant", "tool", "tool"]
+    assert stored[1].content == "Checking both."
+    assert json.loads(stored[2].content or "")["timezone"] == "UTC"
+    assert reply in (stored[3].content or "")
+    assert history.validate(stored) == []
     statuses = {t.name: t.status async for t in ToolCall.objects.filter(run=run)}
-    assert statuses == {"get_current_time": "completed", "sleepy_tool": "cancelled"}
-    assert isinstance(finished_events[-1], events.RunFinished)
-    assert finished_events[-1].status == "cancelled"
+    assert statuses == {"get_current_time": "completed", "sleepy_tool": tool_status}
+    assert isinstance(finished[-1], events.RunFinished) and finished[-1].status == status
     assert not runs.cancel_run(run.pk)
 
 

@@ -1,18 +1,16 @@
-"""Tests of chat.runs.recorder and the shutdown wind-up: what a run keeps when it is cut short."""
+"""Tests of chat.runs.recorder: a streaming reply is checkpointed, so a killed process loses at
+most one window of it (tests/test_shutdown.py kills real processes)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from chat import agent, runs
 from chat.agent import events, history
-from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
-from chat.models import Message, Run, ToolCall
+from chat.agent.scripted import ScriptedChatClient
+from chat.models import Message, Run
 from chat.runs import liveness
 from chat.testing import factories as make
 
@@ -70,57 +68,3 @@ async def test_a_short_reply_writes_no_checkpoint(settings: Any) -> None:
     )
     await handle.task
     assert updates == []
-
-
-async def test_a_stopping_process_interrupts_its_runs_and_keeps_what_they_did() -> None:
-    release = asyncio.Event()
-
-    async def slow(arguments: dict[str, object]) -> str:
-        await release.wait()
-        return "never"
-
-    agent.default_registry.register(agent.ToolDefinition(name="sleepy_tool", description="x"), slow)
-    try:
-        conversation = await make.aconversation(enabled_tools=["sleepy_tool", "get_current_time"])
-        client = ScriptedChatClient(
-            [
-                ScriptedTurn(
-                    text="Checking both.",
-                    tool_calls=(
-                        agent.ToolCall(id="t", name="get_current_time", arguments="{}"),
-                        agent.ToolCall(id="s", name="sleepy_tool", arguments="{}"),
-                    ),
-                )
-            ]
-        )
-        one_done = asyncio.Event()
-        finished: list[events.RunEvent] = []
-
-        async def listener(run: Run, event: events.RunEvent) -> None:
-            finished.append(event)
-            if isinstance(event, events.ToolCallFinished):
-                one_done.set()
-
-        handle = await make.start_as_owner(conversation, "go", client, [listener])
-        await asyncio.wait_for(one_done.wait(), 5)
-
-        assert await runs.wind_up_all(5) == 1
-    finally:
-        agent.default_registry.unregister("sleepy_tool")
-
-    assert handle.task.done()
-    run = await Run.objects.aget(pk=handle.run.pk)
-    assert run.status == "interrupted" and run.error == runs.INTERRUPTED
-    stored = await make.ahistory(conversation)
-    assert [m.role for m in stored] == ["user", "assistant", "tool", "tool"]
-    assert stored[1].content == "Checking both."
-    assert json.loads(stored[2].content or "")["timezone"] == "UTC"
-    assert "Interrupted" in (stored[3].content or "")
-    assert history.validate(stored) == []
-    statuses = {t.name: t.status async for t in ToolCall.objects.filter(run=run)}
-    assert statuses == {"get_current_time": "completed", "sleepy_tool": "failed"}
-    assert isinstance(finished[-1], events.RunFinished) and finished[-1].status == "interrupted"
-
-    # A stopping process takes no new run.
-    with pytest.raises(runs.RunRefused, match="restarting"):
-        await make.start_as_owner(conversation, "again", ScriptedChatClient(["x"]))
