@@ -36,6 +36,7 @@ PAGE_TEXT_CHARS = 50_000
 """The page shows a message's first PAGE_TEXT_CHARS characters and links to the rest: a 40 MB
 message made a page no browser finished loading. Above the default limit on a user message, so a
 typed message is never folded."""
+BUBBLE_CHARS = 1_500
 
 
 def render(partial: str, context: dict[str, Any]) -> str:
@@ -88,6 +89,11 @@ class Turn:
     @property
     def user_folded(self) -> bool:
         return self.user is not None and len(self.user.content or "") > PAGE_TEXT_CHARS
+
+    @property
+    def user_scrolls(self) -> bool:
+        """A long paste scrolls inside its bubble instead of pushing the reply screens away."""
+        return self.user is not None and len(self.user.content or "") > BUBBLE_CHARS
 
     @property
     def reasoning(self) -> str:
