@@ -505,3 +505,30 @@ async def test_cancel_mid_stream_keeps_the_partial_text_and_does_not_retry(
     (model_call,) = await model_calls(run)
     assert (model_call.http_status, model_call.error) == (200, "Cancelled by the user.")
     await assert_next_message_works(fake_openai, conversation)
+
+
+@pytest.mark.usefixtures("fault_tools")
+async def test_oversized_provider_values_are_fitted_and_nothing_is_lost(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    """A 300-character id, a 250-character name and a 100-character finish_reason: PostgreSQL
+    refuses values longer than their columns, and the turn's whole write would go with them."""
+    conversation = await make.aconversation(enabled_tools=["get_current_time"])
+    long_id, long_name, odd_reason = "c" * 300, "n" * 250, "r" * 100
+    fake_openai.enqueue(
+        tool_turn([(long_id, long_name, "{}")]),
+        text_turn("Done.", finish_reason=odd_reason),
+    )
+
+    run = await run_once(conversation, "go", fake_openai.base_url)
+
+    assert run.status == "completed", run.error
+    (log,) = await tool_calls(run)
+    assert log.name == "unnamed_tool" and log.status == "failed"
+    assert log.call_id.startswith("call_") and len(log.call_id) <= 200
+    finish = [c.finish_reason for c in await model_calls(run)]
+    assert finish[0] == "tool_calls" and len(finish[1]) == 40 and finish[1].endswith("…")
+    messages = await make.ahistory(conversation)
+    assert [m.role for m in messages] == ["user", "assistant", "tool", "assistant"]
+    assert messages[2].tool_call_id == log.call_id and messages[-1].content == "Done."
+    assert history.validate(messages) == []

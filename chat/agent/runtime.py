@@ -153,14 +153,18 @@ class DebugRuntime:
 
 
 UNNAMED_TOOL = "unnamed_tool"
+MAX_ID_CHARS = 200
+"""Longer tool call ids and names are no provider's real ones (OpenAI's names stop at 64); they
+are replaced, so that every id can be stored and sent back."""
 
 
 def _own_tool_calls(message: ChatMessage, history: list[ChatMessage]) -> ChatMessage:
     """Make a turn's tool calls safe to send back to a strict provider, whatever it sent.
 
-    A call without a name gets the name `unnamed_tool` (it then fails as an unknown tool, which
-    the model reads); an id used earlier in the conversation or twice in the turn (servers that
-    number calls per turn) gets a fresh one. Once stored, the ids are ours.
+    A call without a name (or with one over MAX_ID_CHARS) gets the name `unnamed_tool` (it then
+    fails as an unknown tool, which the model reads); an id used earlier in the conversation or
+    twice in the turn (servers that number calls per turn), or over MAX_ID_CHARS, gets a fresh
+    one. Once stored, the ids are ours.
     """
     if not message.tool_calls:
         return message
@@ -168,9 +172,9 @@ def _own_tool_calls(message: ChatMessage, history: list[ChatMessage]) -> ChatMes
     calls = []
     for call in message.tool_calls:
         changes: dict[str, str] = {}
-        if not call.name.strip():
+        if not call.name.strip() or len(call.name) > MAX_ID_CHARS:
             changes["name"] = UNNAMED_TOOL
-        if not call.id or call.id in taken:
+        if not call.id or call.id in taken or len(call.id) > MAX_ID_CHARS:
             changes["id"] = f"call_{uuid.uuid4().hex[:24]}"
         call = call.model_copy(update=changes) if changes else call
         taken.add(call.id)

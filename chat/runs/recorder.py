@@ -10,11 +10,19 @@ from typing import Any
 from channels.db import database_sync_to_async as sync_to_async
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Model
 from django.utils import timezone
 
 from chat import agent, transcripts
 from chat.agent import events
 from chat.models import Conversation, Message, ModelCall, Run, RunStatus, ToolCall, ToolCallStatus
+
+
+def _fit(model: type[Model], field: str, value: str) -> str:
+    """A provider's value cut to its column: PostgreSQL refuses a longer one, and the whole
+    turn's write (its message and tool calls) would be lost with it."""
+    limit = getattr(model._meta.get_field(field), "max_length", None)
+    return value if limit is None or len(value) <= limit else value[: limit - 1] + "…"
 
 
 @dataclass
@@ -131,7 +139,7 @@ class Recorder:
         ModelCall.objects.create(
             run=self.run,
             step=step.number,
-            model=str(step.request.get("model", self.run.model)),
+            model=_fit(ModelCall, "model", str(step.request.get("model", self.run.model))),
             url=step.url,
             request=step.request,
             raw_stream="\n".join(f"{ms:g}\t{line}" for ms, line in step.raw)
@@ -140,7 +148,7 @@ class Recorder:
             preflight=step.preflight,
             http_status=step.status_code,
             attempts=step.attempts,
-            finish_reason=finish_reason,
+            finish_reason=_fit(ModelCall, "finish_reason", finish_reason),
             prompt_tokens=step.usage.prompt_tokens,
             completion_tokens=step.usage.completion_tokens,
             total_tokens=step.usage.total_tokens,
