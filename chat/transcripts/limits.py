@@ -119,9 +119,6 @@ def _joined(value: Any, info: ValidationInfo) -> Any:
     return "\n\n".join(texts)
 
 
-Content = Annotated[str | None, BeforeValidator(_joined)]
-
-
 def content_within_limits(value: str | None, info: ValidationInfo) -> str | None:
     """A message's content by its role: a user message as long as the web accepts, system and
     assistant content MAX_TEXT_CHARS; a tool result is folded by the record, not refused."""
@@ -138,6 +135,10 @@ def content_within_limits(value: str | None, info: ValidationInfo) -> str | None
     elif len(value) > MAX_TEXT_CHARS:
         raise ValueError(f"{len(value):,} characters, more than the {MAX_TEXT_CHARS:,} allowed")
     return value
+
+
+Content = Annotated[str | None, BeforeValidator(_joined), AfterValidator(content_within_limits)]
+"""A message's content: text parts joined, within its role's limit (the role comes first)."""
 
 
 def folded(text: str, where: str, info: ValidationInfo) -> str:

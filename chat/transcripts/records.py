@@ -46,7 +46,6 @@ from .limits import (
     Text,
     Timestamp,
     at_most,
-    content_within_limits,
     folded,
     import_context,
     load_json,
@@ -118,11 +117,6 @@ class MessageRecord(_Record):
     tool_calls: Annotated[list[MessageToolCall], PARTS] = []
     tool_call_id: Name = ""
     created_at: Timestamp
-
-    @field_validator("content")
-    @classmethod
-    def _within_limits(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return content_within_limits(value, info)
 
     @model_validator(mode="after")
     def _is_a_chat_message(self) -> Self:
@@ -276,11 +270,6 @@ class OpenAIMessage(BaseModel):
     refusal: Any = None
     function_call: Any = None
     audio: Any = None
-
-    @field_validator("content")
-    @classmethod
-    def _within_limits(cls, value: str | None, info: ValidationInfo) -> str | None:
-        return content_within_limits(value, info)
 
     @model_validator(mode="after")
     def _is_a_chat_message(self) -> Self:
