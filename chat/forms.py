@@ -107,7 +107,10 @@ class SystemPromptForm(forms.Form):
 
 
 class PreMessageForm(forms.Form):
-    role = forms.ChoiceField(choices=[(role, role) for role in ROLES], initial="user")
+    # A pre-message cannot answer a tool call (AgentParameters says why): `tool` is not offered.
+    role = forms.ChoiceField(
+        choices=[(role, role) for role in ROLES if role != "tool"], initial="user"
+    )
     content = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 2}))
 
 
@@ -216,7 +219,7 @@ class AgentSettings:
                 if (f.cleaned_data or {}).get("content", "").strip()
             ],
             "pre_messages": [
-                {"role": f.cleaned_data["role"], **_message_fields(f.cleaned_data)}
+                {"role": f.cleaned_data["role"], "content": f.cleaned_data["content"]}
                 for f in pre_forms
             ],
         }
@@ -268,12 +271,6 @@ class AgentSettings:
         self.conversation.set_agent_parameters(self.parameters)
         self.conversation.profile = self.form.cleaned_data.get("profile")
         self.conversation.save(update_fields=["parameters", "profile", "updated_at"])
-
-
-def _message_fields(data: dict[str, Any]) -> dict[str, Any]:
-    if data["role"] == "tool":
-        return {"content": data["content"], "tool_call_id": "pre-message"}
-    return {"content": data["content"]}
 
 
 def _index_in(message: str, loc: tuple[Any, ...]) -> int | None:

@@ -4,6 +4,7 @@ import re
 
 import pytest
 from django.conf import LazySettings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.db import connection
 from django.test import Client
@@ -343,3 +344,19 @@ def test_the_model_call_page_redacts_keys_named_by_profiles(
     html = staff.get(url(ModelCall, "change", model_call.pk)).content.decode()
 
     assert "odd-provider-key-123" not in html and "[REDACTED]" in html
+
+
+def test_the_admin_is_branded_and_links_to_the_chat_and_back(
+    staff: Client, rich: Conversation
+) -> None:
+    assert "Agent Lab administration" in staff.get(reverse("admin:index")).content.decode()
+    # Another user's conversation: its owner opens it in the chat, staff read it here.
+    page = staff.get(url(Conversation, "change", rich.pk)).content.decode()
+    assert "Open in the chat" not in page
+    root = get_user_model().objects.get(username="root")
+    mine = make.conversation(root, "mine")
+    page = staff.get(url(Conversation, "change", mine.pk)).content.decode()
+    chat_page = reverse("chat:conversation_detail", args=[mine.pk])
+    assert f'<a href="{chat_page}">Open in the chat</a>' in page
+    back = staff.get(chat_page).content.decode()
+    assert f'href="{url(Conversation, "change", mine.pk)}">Admin transcript</a>' in back

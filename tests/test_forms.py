@@ -102,11 +102,13 @@ def test_the_settings_panel_puts_each_rule_next_to_its_field() -> None:
     assert "temperature" in panel.form.errors
     assert conversation.agent_parameters().temperature is None
 
+    # The panel offers only the roles a pre-message may have: not `tool`.
     panel = AgentSettings(
         conversation, make.settings_form(**{"pre-0-role": "tool"}), user=conversation.owner
     )
+    assert "tool" not in dict(panel.pre_messages.forms[0].fields["role"].choices)  # type: ignore[attr-defined]
     assert not panel.is_valid()
-    assert "cannot answer a tool call" in str(panel.pre_messages.forms[0].errors["role"])
+    assert "Select a valid choice" in str(panel.pre_messages.forms[0].errors["role"])
 
 
 def test_the_fork_form_bounds_the_edited_result() -> None:

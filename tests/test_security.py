@@ -463,7 +463,9 @@ class Audit(HTMLParser):
         values = {name: value or "" for name, value in attrs}
         if self.depth:
             self.transcript_tags.add(tag)
-            if tag in NEVER_IN_TRANSCRIPT:
+            if tag == "svg" and values.get("class") == "icon" and values.get("aria-hidden"):
+                pass  # our icons (templates/chat/icon-*.html); nh3 strips any <svg> a model writes
+            elif tag in NEVER_IN_TRANSCRIPT:
                 self.problems.append(f"<{tag}> in the transcript: {values}")
         if tag == "script":
             self.in_script = True

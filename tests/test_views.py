@@ -109,7 +109,7 @@ def test_settings_are_saved(client_in: Client, user: Any) -> None:
 @pytest.mark.parametrize(
     ("overrides", "expected"),
     [
-        ({"pre-0-role": "tool"}, "has role &#x27;tool&#x27;"),
+        ({"pre-0-role": "tool"}, "Select a valid choice. tool is not one of the available"),
         ({"agent-temperature": "3"}, "less than or equal to 2"),
         ({"agent-max_event_loops": "0"}, "greater than or equal to 1"),
         ({"agent-max_event_loops": "51"}, "less than or equal to 50"),
@@ -191,3 +191,16 @@ def test_a_huge_message_is_folded_and_its_whole_text_one_link_away(
     other = Client()
     other.force_login(get_user_model().objects.create_user("mallory", password="pw-123456789"))
     assert other.get(links[2]).status_code == 404
+
+
+def test_fork_links_use_an_inline_svg_icon_and_only_staff_see_the_admin_link(
+    client_in: Client, user: Any
+) -> None:
+    """The "⑂" glyph rendered as an empty box in Debian's chromium."""
+    conversation = make.new_conversation(user)
+    make.run_turn(conversation, "hello")
+    html = client_in.get(reverse("chat:conversation_detail", args=[conversation.pk])).content
+    page = html.decode()
+    assert "⑂" not in page
+    assert page.count('<svg class="icon"') >= 2 and 'aria-hidden="true"' in page
+    assert "Admin transcript" not in page

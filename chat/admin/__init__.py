@@ -10,6 +10,12 @@ edit them here (keys stay in the environment; the admin tells only whether one i
 - one module per admin family: `conversations`, `providers`, `runs`, `messages`.
 """
 
+from django.contrib import admin
+
 from . import conversations, messages, providers, runs
+
+admin.site.site_header = "Agent Lab administration"
+admin.site.site_title = "Agent Lab admin"
+admin.site.index_title = "Records and settings"
 
 __all__ = ["conversations", "messages", "providers", "runs"]

@@ -7,6 +7,7 @@ from typing import Any, cast
 from django.contrib import admin
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 from django.utils.text import smart_split, unescape_string_literal
@@ -98,6 +99,9 @@ class ConversationAdmin(LabAdmin):
     ) -> HttpResponse:
         if obj is not None:
             context["transcript"] = transcript(obj)
+            # Back to the chat page, where its owner can open it.
+            if obj.owner_id == request.user.pk:
+                context["chat_url"] = reverse("chat:conversation_detail", args=[obj.pk])
         return super().render_change_form(request, context, add, change, form_url, obj)
 
     @admin.display(description="provider", ordering="profile__name")

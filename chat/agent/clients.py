@@ -303,6 +303,7 @@ class OpenAICompatibleChatClient:
             attempts,
             self.max_retries,
             wait,
+            extra={"retry": (attempts, self.max_retries, wait)},
         )
         await asyncio.sleep(wait)
 

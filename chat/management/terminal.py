@@ -5,6 +5,7 @@ print with these."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from datetime import datetime
 from typing import Any
@@ -86,13 +87,29 @@ class RunPrinter:
                     f"{mark} {agent.humanize(result.tool_call.name)} "
                     f"({result.duration:.2f}s): {fold(result.content)}\n"
                 )
-            case events.ModelCallFailed(message=message):
+            case events.ModelCallFailed():
+                # The reason is the command's last line (its CommandError); said once.
                 self._write("\n")
-                self.stderr.write(f"Model call failed: {message}")
 
     def _write(self, text: str) -> None:
         self.stdout.write(text, ending="")
         self.stdout.flush()
+
+
+class RetryProgress(logging.Filter):
+    """The client's retry warnings as short progress lines: the reason comes once, at the end."""
+
+    def __init__(self, stderr: OutputWrapper) -> None:
+        super().__init__()
+        self.stderr = stderr
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        retry = getattr(record, "retry", None)
+        if retry is None:
+            return True
+        attempt, retries, wait = retry
+        self.stderr.write(f"… retrying ({attempt} of {retries}) in {wait:.1f} s")
+        return False
 
 
 def fold(text: str, limit: int = 300) -> str:
@@ -220,7 +237,15 @@ def run_to_end(
             raise CommandError(str(exc)) from None
         return await handle.task
 
-    run = asyncio.run(go())
+    clients = logging.getLogger("chat.agent.clients")
+    progress = RetryProgress(printer.stderr) if printer is not None else None
+    if progress is not None:
+        clients.addFilter(progress)
+    try:
+        run = asyncio.run(go())
+    finally:
+        if progress is not None:
+            clients.removeFilter(progress)
     run.refresh_from_db()
     return run
 

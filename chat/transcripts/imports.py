@@ -12,7 +12,7 @@ from chat import agent
 from chat.agent import history
 from chat.models import Conversation, HistoryRepair, Message, ModelCall, Run, ToolCall, title_from
 
-from .records import FullRecord, ImportRefused, OpenAIRecord
+from .records import FullRecord, ImportRefused, NoOwner, OpenAIRecord
 from .rows import append_messages, create_as_recorded
 
 
@@ -27,7 +27,7 @@ def import_record(
     if isinstance(record, FullRecord):
         return _import_full(record, user=user)
     if user is None:
-        raise ImportRefused("the openai format has no owner: pass --user")
+        raise NoOwner("the openai format has no owner: pass --user")
     return _import_openai(record, user=user)
 
 

@@ -70,6 +70,10 @@ class ImportRefused(Exception):
     """A record cannot be imported; the text says why. Nothing of it was written."""
 
 
+class NoOwner(ImportRefused):
+    """An openai-format record and no --user: the same reason for every such line."""
+
+
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 

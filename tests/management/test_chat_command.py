@@ -201,3 +201,22 @@ def test_a_tool_not_available_here_stays_in_the_conversations_settings(
     assert conversation.parameters["enabled_tools"] == ["get_current_time", "module_tool"]
     offered = [tool["function"]["name"] for tool in fake_openai.requests[-1].body["tools"]]
     assert offered == ["get_current_time"]
+
+
+def test_a_failing_provider_is_retried_as_progress_and_its_reason_said_once(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    fake_openai.enqueue(*[error(500, "upstream is down")] * 3)
+    out, err = StringIO(), StringIO()
+    with pytest.raises(CommandError, match="HTTP 500: upstream is down") as refused:
+        call_command(
+            "chat", "hi", "--base-url", fake_openai.base_url, "--model", "m",
+            stdout=out, stderr=err,
+        )  # fmt: skip
+    progress = err.getvalue().splitlines()
+    assert [line.split(" in ")[0] for line in progress] == [
+        "… retrying (1 of 2)",
+        "… retrying (2 of 2)",
+    ]
+    said = out.getvalue() + err.getvalue() + str(refused.value)
+    assert said.count("upstream is down") == 1

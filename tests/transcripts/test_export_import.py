@@ -315,3 +315,24 @@ def test_a_tool_not_available_here_does_not_break_the_export(tmp_path: Path) -> 
     run("import_transcripts", str(path))
     copy = Conversation.objects.exclude(pk=made.pk).get()
     assert copy.parameters["enabled_tools"] == ["get_current_time", "module_tool"]
+
+
+def test_openai_lines_without_a_user_are_refused_once_and_broken_lines_still_show(
+    tmp_path: Path,
+) -> None:
+    """The owner complaint on every line used to hide the real error of a broken line."""
+    good = {"messages": [{"role": "user", "content": "hi"}]}
+    lines = [json.dumps(good)] * 3 + ["{not json", json.dumps(good)]
+    path = tmp_path / "openai.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    err = StringIO()
+
+    with pytest.raises(CommandError, match="5 line"):
+        call_command("import_transcripts", str(path), stdout=StringIO(), stderr=err)
+
+    report = err.getvalue().splitlines()
+    assert report[0] == "line 1: the openai format has no owner: pass --user"
+    assert report[1].startswith("line 4: not JSON")
+    assert "3 more line(s) in the openai format were skipped for the same reason" in report[2]
+    assert sum("no owner" in line for line in report) == 1
+    assert not Conversation.objects.exists()

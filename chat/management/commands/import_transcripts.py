@@ -12,7 +12,7 @@ from django.db import DatabaseError
 from chat.management.terminal import user_named
 from chat.transcripts.forks import MAX_TOOL_RESULT_CHARS
 from chat.transcripts.imports import import_record
-from chat.transcripts.records import ImportRefused, parse_line
+from chat.transcripts.records import ImportRefused, NoOwner, parse_line
 
 MAX_REASON_CHARS = 1000
 
@@ -42,7 +42,7 @@ class Command(BaseCommand):
         user = user_named(options["user"]) if options["user"] else None
         path = options["file"]
         stream = self._open(path)
-        imported, failed = 0, 0
+        imported, failed, ownerless = 0, 0, 0
         try:
             for number, raw in enumerate(stream, start=1):
                 if not raw.strip():
@@ -50,6 +50,13 @@ class Command(BaseCommand):
                 try:
                     record, notes = parse_line(raw.decode("utf-8"))
                     conversation, warnings = import_record(record, user=user)
+                except NoOwner as exc:
+                    # Said once: the same reason on every line would hide the broken lines.
+                    failed += 1
+                    ownerless += 1
+                    if ownerless == 1:
+                        self.stderr.write(f"line {number}: {exc}")
+                    continue
                 except Exception as exc:  # a hostile line costs its own line, never the import
                     failed += 1
                     self.stderr.write(f"line {number}: {refusal(exc)}")
@@ -66,6 +73,11 @@ class Command(BaseCommand):
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
+        if ownerless > 1:
+            self.stderr.write(
+                f"{ownerless - 1} more line(s) in the openai format were skipped for the same "
+                "reason: pass --user"
+            )
         summary = f"Imported {imported} conversation(s) from {path}"
         self.stdout.write(summary + (f"; {failed} line(s) failed." if failed else "."))
         if failed:
