@@ -222,3 +222,24 @@ def test_inspect_toggle_shows_the_wire(page: Page, live_server_url: str, login: 
     reply = page.locator(".message.assistant").last
     reply.locator(".inspect > summary").click()
     expect(reply.locator(".inspect-step")).to_have_count(2)
+
+
+def test_the_console_stays_clean_through_a_session(
+    page: Page, live_server_url: str, login: Any
+) -> None:
+    """A debugging tool's own console must be quiet: no CSP violation, no script error."""
+    said: list[str] = []
+    page.on("console", lambda message: said.append(f"{message.type}: {message.text}"))
+    page.on("pageerror", lambda error: said.append(f"pageerror: {error}"))
+    conversation = make.new_conversation(login())
+    open_conversation(page, live_server_url, conversation)
+    send(page, "What time is it? Also search the cards for pills")
+    expect(page.locator(".message.assistant .pill")).to_have_count(2, timeout=15000)
+    page.get_by_text("Inspect").first.click()
+    expect(page.locator(".inspector").first).to_be_visible()
+    page.reload()
+    page.goto(f"{live_server_url}/c/{conversation.pk}/settings/")
+    page.fill("#id_agent-temperature", "1")
+    page.click("text=Save settings")
+    expect(page.locator(".saved")).to_be_visible()
+    assert said == []
