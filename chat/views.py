@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -39,20 +39,51 @@ def conversation_list(request: AuthenticatedRequest) -> HttpResponse:
     latest = Conversation.objects.for_user(request.user).first()
     if latest is not None:
         return redirect("chat:conversation_detail", latest.pk)
-    return render(
-        request,
-        "chat/empty.html",
-        {"conversations": Conversation.objects.none()},
-    )
+    return _first_screen(request)
 
 
 @login_required
 @require_POST
-def conversation_create(request: AuthenticatedRequest) -> HttpResponse:
-    conversation = Conversation(owner=request.user)
+async def conversation_create(request: AuthenticatedRequest) -> HttpResponse:
+    """A new conversation. With a message (the first screen's composer), its first run starts
+    at once; a message that cannot be sent comes back with the reason, nothing made.
+
+    Async so the run is a task of the server's event loop: it outlives this request.
+    """
+    content: str | None = await sync_to_async(lambda: request.POST.get("message"))()
+    user = cast(User, await request.auser())  # login_required let only a user through
+    if content is not None:
+        try:
+            runs.check_message(content)
+        except runs.RunRefused as exc:
+            return await sync_to_async(_first_screen)(request, content, str(exc))
+    conversation = Conversation(owner=user)
     conversation.set_agent_parameters(runs.default_parameters())
-    conversation.save()
+    await conversation.asave()
+    if content is not None:
+        try:
+            await runs.start_run(conversation=conversation, user=user, content=content)
+        except runs.RunRefused as exc:
+            await sync_to_async(messages.error)(request, f"The message was not sent: {exc}")
     return redirect("chat:conversation_detail", conversation.pk)
+
+
+def _first_screen(
+    request: AuthenticatedRequest, content: str = "", notice: str = "", status: int = 200
+) -> HttpResponse:
+    """The page of a user with no conversation yet: the composer, ready for a first message."""
+    return render(
+        request,
+        "chat/empty.html",
+        {
+            "conversations": Conversation.objects.for_user(request.user),
+            "content": content,
+            "notice": notice,
+            "max_message_chars": settings.AGENTLAB_MAX_MESSAGE_CHARS,
+            "scripted": runs.endpoint().scripted,
+        },
+        status=422 if notice else status,
+    )
 
 
 @login_required

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.test import Client
+from django.test import AsyncClient, Client
 from django.urls import reverse
 
 from chat.agent.scripted import ScriptedChatClient
@@ -83,7 +84,8 @@ def test_create_rename_and_delete(client_in: Client, user: Any) -> None:
 
 
 def test_list_redirects_to_the_newest_conversation(client_in: Client, user: Any) -> None:
-    assert b"Start a conversation" in client_in.get(reverse("chat:conversation_list")).content
+    first = client_in.get(reverse("chat:conversation_list")).content.decode()
+    assert '<form id="composer"' in first and 'name="message"' in first
     make.new_conversation(user, title="old")
     newest = make.new_conversation(user, title="new")
     response = client_in.get(reverse("chat:conversation_list"))
@@ -204,3 +206,39 @@ def test_fork_links_use_an_inline_svg_icon_and_only_staff_see_the_admin_link(
     assert "⑂" not in page
     assert page.count('<svg class="icon"') >= 2 and 'aria-hidden="true"' in page
     assert "Admin transcript" not in page
+
+
+async def test_the_first_message_makes_the_conversation_and_starts_its_run(user: Any) -> None:
+    """No extra click: the first screen's composer creates the conversation and sends."""
+    client = AsyncClient()
+    await client.aforce_login(user)
+
+    response = await client.post(reverse("chat:conversation_create"), {"message": "hello"})
+
+    conversation = await Conversation.objects.aget(owner=user)
+    assert response.status_code == 302
+    assert response["Location"] == reverse("chat:conversation_detail", args=[conversation.pk])
+    run = await conversation.runs.aget()
+    async with asyncio.timeout(10):
+        while run.status == "in_progress":
+            await asyncio.sleep(0.02)
+            await run.arefresh_from_db()
+    assert run.status == "completed"
+    assert conversation.title == "hello"
+    assert (await conversation.messages.afirst()).content == "hello"
+
+
+@pytest.mark.parametrize(("message", "reason"), [("   ", "empty"), ("x" * 40_000, "too long")])
+async def test_a_first_message_that_cannot_be_sent_comes_back_and_makes_nothing(
+    user: Any, message: str, reason: str
+) -> None:
+    client = AsyncClient()
+    await client.aforce_login(user)
+
+    response = await client.post(reverse("chat:conversation_create"), {"message": message})
+
+    assert response.status_code == 422
+    page = response.content.decode()
+    assert reason in page and 'role="alert"' in page
+    assert message.strip()[:100] in page  # what was typed is kept
+    assert not await Conversation.objects.filter(owner=user).aexists()

@@ -10,7 +10,14 @@
 
 from .control import request_cancel, request_catch_up
 from .exceptions import RunRefused
-from .lifecycle import RunHandle, cancel_run, default_parameters, execute_run, start_run
+from .lifecycle import (
+    RunHandle,
+    cancel_run,
+    check_message,
+    default_parameters,
+    execute_run,
+    start_run,
+)
 from .liveness import INTERRUPTED, interrupt, recover_interrupted_runs, wind_up_all
 from .providers import Endpoint, build_client, conversation_endpoint, endpoint
 from .scheduling import START_FIRST, StartFirst
@@ -24,6 +31,7 @@ __all__ = [
     "StartFirst",
     "build_client",
     "cancel_run",
+    "check_message",
     "conversation_endpoint",
     "default_parameters",
     "endpoint",

@@ -76,12 +76,7 @@ async def start_run(
         raise RunRefused(STOPPING)
     if content is not None:
         # Checked first: an oversized or empty message costs no client, lock or query.
-        try:
-            agent.DebugRunRequest.model_validate(
-                {"user_message": content}, context=_message_limit()
-            )
-        except ValueError as exc:
-            raise RunRefused(validation_text(exc, unnamed=["user_message"])) from None
+        check_message(content)
     started = START_FIRST.enter()
     try:
         if client is None:
@@ -119,6 +114,14 @@ async def start_run(
 
     task.add_done_callback(done)
     return RunHandle(run=run, task=task)
+
+
+def check_message(content: str) -> None:
+    """RunRefused saying why, when a user message cannot be sent (empty, too long)."""
+    try:
+        agent.DebugRunRequest.model_validate({"user_message": content}, context=_message_limit())
+    except ValueError as exc:
+        raise RunRefused(validation_text(exc, unnamed=["user_message"])) from None
 
 
 def _message_limit() -> dict[str, int]:

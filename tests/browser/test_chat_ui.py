@@ -243,3 +243,19 @@ def test_the_console_stays_clean_through_a_session(
     page.click("text=Save settings")
     expect(page.locator(".saved")).to_be_visible()
     assert said == []
+
+
+def test_a_new_user_types_the_first_message_on_the_first_screen(
+    page: Page, live_server_url: str, login: Any
+) -> None:
+    login()
+    page.goto(f"{live_server_url}/")
+    expect(page.get_by_role("heading", name="Welcome to Agent Lab")).to_be_visible()
+    page.get_by_label("Message").fill("What time is it?")
+    page.keyboard.press("Enter")
+
+    expect(page.locator(".message.user .bubble")).to_have_text("What time is it?")
+    expect(page.locator(".message.assistant .pill")).to_have_text(
+        ["Get current time"], timeout=15000
+    )
+    assert "/c/" in page.url

@@ -106,3 +106,13 @@ def test_a_locked_out_login(page: Page, live_server_url: str) -> None:
         expect(page.get_by_role("alert")).to_contain_text("Too many failed attempts")
 
     look(page, "login-locked", check)
+
+
+def test_the_first_screen(page: Page, live_server_url: str, login: Any) -> None:
+    login()
+    page.goto(f"{live_server_url}/")
+
+    def check(page: Page) -> None:
+        expect(page.get_by_label("Message")).to_be_visible()
+
+    look(page, "first-screen", check)
