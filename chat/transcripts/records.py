@@ -17,7 +17,7 @@ same bounds on an imported line.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import (
@@ -112,6 +112,23 @@ def _checked(value: Callable[[], agent.ChatMessage]) -> None:
         raise ValueError(validation_text(exc)) from None
 
 
+def _chat_message(
+    role: Role,
+    content: str | None,
+    tool_calls: Iterable[MessageToolCall],
+    tool_call_id: str | None,
+    reasoning: str | None,
+) -> agent.ChatMessage:
+    """The core value of a message of either format; empty strings mean "none"."""
+    return agent.ChatMessage(
+        role=role,
+        content=content,
+        tool_calls=tuple(call.value() for call in tool_calls),
+        tool_call_id=tool_call_id or None,
+        reasoning=reasoning or None,
+    )
+
+
 class MessageRecord(_Record):
     index: Count
     run: Count | None = None
@@ -128,12 +145,8 @@ class MessageRecord(_Record):
         return self
 
     def value(self) -> agent.ChatMessage:
-        return agent.ChatMessage(
-            role=self.role,
-            content=self.content,
-            tool_calls=tuple(call.value() for call in self.tool_calls),
-            tool_call_id=self.tool_call_id or None,
-            reasoning=self.reasoning or None,
+        return _chat_message(
+            self.role, self.content, self.tool_calls, self.tool_call_id, self.reasoning
         )
 
 
@@ -287,12 +300,9 @@ class OpenAIMessage(BaseModel):
         return self
 
     def value(self) -> agent.ChatMessage:
-        return agent.ChatMessage(
-            role=self.role,
-            content=self.content,
-            tool_calls=tuple(call.value() for call in self.tool_calls or ()),
-            tool_call_id=self.tool_call_id or None,
-            reasoning=self.reasoning_content or self.reasoning or None,
+        reasoning = self.reasoning_content or self.reasoning
+        return _chat_message(
+            self.role, self.content, self.tool_calls or (), self.tool_call_id, reasoning
         )
 
 
