@@ -14,8 +14,9 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from chat import runs
-from chat.fragments import render, turn_for_run
+from chat.fragments import render, transcript, turn_for_run
 from chat.models import Conversation
+from chat.transcripts import versions
 
 logger = logging.getLogger(__name__)
 
@@ -122,22 +123,57 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send_message(frame.get("message"))
         elif action == "cancel":
             await runs.request_cancel(self.conversation.pk)
+        elif action in ("edit", "regenerate"):
+            index = _number(frame.get("index"))
+            if index is None:
+                await self.notice(f"A {action} frame needs the index of a message.")
+            elif action == "edit":
+                await self.send_message(frame.get("message"), version_from=index)
+            else:
+                await self.start(None, version_from=index)
+        elif action == "switch":
+            await self.switch(_number(frame.get("index")), _number(frame.get("version")))
         else:
-            await self.notice(f"Unknown action {str(action)[:40]!r}: use send or cancel.")
+            await self.notice(
+                f"Unknown action {str(action)[:40]!r}: use send, cancel, edit, regenerate "
+                "or switch."
+            )
 
-    async def send_message(self, message: Any) -> None:
+    async def send_message(self, message: Any, *, version_from: int | None = None) -> None:
         if not isinstance(message, str):
             await self.notice("A send frame needs a message (a string).")
             return
+        await self.start(message, version_from=version_from)
+
+    async def start(self, content: str | None, *, version_from: int | None = None) -> None:
         try:
             await runs.start_run(
                 conversation=self.conversation,
                 user=self.scope["user"],
-                content=message,
+                content=content,
                 sender=self.channel_name,
+                version_from=version_from,
             )
         except runs.RunRefused as exc:
             await self.notice(str(exc))
+
+    async def switch(self, index: int | None, number: int | None) -> None:
+        """Show another version; every tab on the conversation follows."""
+        if index is None or number is None:
+            await self.notice("A switch frame needs the index of a message and a version.")
+            return
+        try:
+            switched = await database_sync_to_async(versions.switch)(
+                self.conversation, index, number
+            )
+        except versions.VersionRefused as exc:
+            await self.notice(str(exc))
+            return
+        if switched:
+            html = await database_sync_to_async(transcript)(self.conversation)
+            await self.channel_layer.group_send(
+                self.group, {"type": "chat.fragment", "html": html + render("notice", {})}
+            )
 
     async def notice(self, text: str) -> None:
         """An error for this socket only, shown above the composer."""
@@ -162,6 +198,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # The tab closed between a frame's publication and daphne telling this consumer;
             # the run goes on, and the disconnect that follows ends the consumer.
             logger.debug("conversation %s: a frame for a closed socket", self.conversation.pk)
+
+
+def _number(value: Any) -> int | None:
+    """A non-negative integer from a frame (form fields arrive as strings)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value if value >= 0 else None
+    if isinstance(value, str) and value.isdigit() and len(value) < 10:
+        return int(value)
+    return None
 
 
 def _live_run(query_string: bytes) -> int | None:

@@ -27,6 +27,7 @@ from chat.models import Conversation, Message, ModelCall, Run, ToolCall
 from chat.models.conversations import group_name
 from chat.rendering import markdown
 from chat.templatetags.chat_tags import pill
+from chat.transcripts import versions
 
 logger = logging.getLogger(__name__)
 TEMPLATE = "chat/conversation.html"
@@ -53,6 +54,13 @@ class Turn:
     replies: list[Message] = field(default_factory=list)
     tool_calls: list[ToolCall] = field(default_factory=list)
     model_calls: list[ModelCall] = field(default_factory=list)
+    point: versions.Point | None = None
+    """The versions at this turn's start, when it has more than one."""
+
+    @property
+    def start(self) -> Message | None:
+        """The message a new version of this turn starts at (see versions.start_of)."""
+        return self.user or (self.replies[0] if self.replies else None)
 
     @property
     def key(self) -> str:
@@ -136,7 +144,8 @@ def conversation_turns(conversation: Conversation) -> list[Turn]:
         return Turn(user, run, [], calls.get(run.pk, []), model_calls.get(run.pk, []))
 
     turns: list[Turn] = []
-    for message in conversation.messages.order_by("index"):
+    marks = versions.points(conversation)
+    for message in conversation.messages.active():
         run = runs.get(message.run_id) if message.run_id else None
         if message.role == "user":
             turns.append(turn(message, run))
@@ -147,20 +156,34 @@ def conversation_turns(conversation: Conversation) -> list[Turn]:
     # A run that has written nothing yet (a fork continuing from a tool reply) still streams.
     shown = {t.run.pk for t in turns if t.run is not None}
     turns.extend(turn(None, run) for run in runs.values() if run.is_active and run.pk not in shown)
+    for each in turns:
+        if each.start is not None:
+            each.point = marks.get(each.start.index)
     return turns
+
+
+def transcript(conversation: Conversation, live: LiveState | None = None) -> str:
+    """The whole active path as an out-of-band swap: a new version or a switch changes turns
+    above the newest one, and every tab showing the conversation follows."""
+    turns = conversation_turns(conversation)
+    body = "".join(render("turn", {"turn": turn, "live": live}) for turn in turns)
+    return f'<div id="transcript" hx-swap-oob="innerHTML">{body}</div>'
 
 
 def turn_for_run(run: Run) -> Turn:
     run = Run.objects.select_related("conversation").get(pk=run.pk)
     messages = list(run.messages.order_by("index"))
     user = next((m for m in messages if m.role == "user"), None)
-    return Turn(
+    turn = Turn(
         user=user,
         run=run,
         replies=[m for m in messages if m.role == "assistant"],
         tool_calls=list(run.tool_calls.order_by("step", "position", "pk")),
         model_calls=list(run.model_calls.defer("request", "raw_stream").order_by("step")),
     )
+    if turn.start is not None and turn.start.version_id is None:
+        turn.point = versions.points(run.conversation).get(turn.start.index)
+    return turn
 
 
 @dataclass
@@ -188,10 +211,12 @@ class RunPublisher:
         user_message: Message | None = None,
         sender: str | None = None,
         interval: float = FLUSH_INTERVAL,
+        new_version: bool = False,
     ) -> None:
         self.run = run
         self.user_message = user_message
         self.sender = sender
+        self.new_version = new_version
         self.group = group_name(run.conversation_id)
         self.layer = get_channel_layer()
         self.interval = interval
@@ -294,13 +319,19 @@ class RunPublisher:
         state = self.state
         match event:
             case events.RunStarted():
-                # Nothing but the user message is stored yet: no queries on the way to the
-                # provider request.
-                turn = Turn(user=self.user_message, run=self.run)
+                if self.new_version:
+                    turns = await database_sync_to_async(transcript)(self.run.conversation, state)
+                else:
+                    # Nothing but the user message is stored yet: no queries on the way to the
+                    # provider request.
+                    turn = Turn(user=self.user_message, run=self.run)
+                    turns = (
+                        '<div id="transcript" hx-swap-oob="beforeend">'
+                        + render("turn", {"turn": turn, "live": state})
+                        + "</div>"
+                    )
                 return (
-                    '<div id="transcript" hx-swap-oob="beforeend">'
-                    + render("turn", {"turn": turn, "live": state})
-                    + "</div>"
+                    turns
                     + render("run-state", {"running": True})
                     + render("notice", {})
                     + render("title", {"conversation": self.run.conversation, "oob": True})

@@ -169,7 +169,7 @@ def run_inspect(request: AuthenticatedRequest, pk: int, run_pk: int) -> HttpResp
 def message_text(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
     """A message's whole content as plain text: where the page's folded-note links."""
     conversation = _conversation(request, pk)
-    message = get_object_or_404(conversation.messages, index=index)
+    message = get_object_or_404(conversation.messages.active(), index=index)
     return HttpResponse(message.content or "", content_type="text/plain; charset=utf-8")
 
 
@@ -222,7 +222,7 @@ def _page(
 def fork_message(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
     """Confirm, then copy the conversation through message `index` (and the rest of its round)."""
     conversation = _conversation(request, pk)
-    rows = list(conversation.messages.order_by("index"))
+    rows = list(conversation.messages.active())
     if not any(row.index == index for row in rows):
         raise Http404("No such message in this conversation.")
     error, status = "", 200
@@ -264,7 +264,8 @@ def _tool_call(conversation: Conversation, tool_call_pk: int) -> tuple[ToolCall,
     if call.message is None:  # the filter above rules it out; this tells the type checker
         raise Http404("This tool call is not linked to a message.")
     reply = (
-        conversation.messages.filter(
+        conversation.messages.active()
+        .filter(
             role=Message.Role.TOOL, tool_call_id=call.call_id, index__gt=call.message.index
         )
         .order_by("index")

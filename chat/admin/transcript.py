@@ -82,7 +82,7 @@ class Transcript:
 
 def transcript(conversation: Conversation) -> Transcript:
     """The conversation in order, runs and tool-call logs attached: four queries in all."""
-    messages = list(conversation.messages.order_by("index"))
+    messages = list(conversation.messages.active())
     runs = list(
         conversation.runs.select_related("created_by")
         .prefetch_related(Prefetch("model_calls", queryset=ModelCall.objects.order_by("step")))

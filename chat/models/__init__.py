@@ -1,6 +1,14 @@
 """What a conversation with an agent leaves behind: the transcript and every call it made."""
 
-from .conversations import Conversation, ConversationQuerySet, HistoryRepair, Message, title_from
+from .conversations import (
+    Conversation,
+    ConversationQuerySet,
+    HistoryRepair,
+    Message,
+    MessageQuerySet,
+    Version,
+    title_from,
+)
 from .providers import ProviderProfile
 from .runs import ModelCall, Run, RunQuerySet, RunStatus, ToolCall, ToolCallQuerySet, ToolCallStatus
 
@@ -9,6 +17,7 @@ __all__ = [
     "ConversationQuerySet",
     "HistoryRepair",
     "Message",
+    "MessageQuerySet",
     "ModelCall",
     "ProviderProfile",
     "Run",
@@ -17,5 +26,6 @@ __all__ = [
     "ToolCall",
     "ToolCallQuerySet",
     "ToolCallStatus",
+    "Version",
     "title_from",
 ]

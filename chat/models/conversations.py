@@ -59,7 +59,7 @@ class ConversationQuerySet(models.QuerySet["Conversation"]):
         conversations = (
             self.select_related("owner")
             .with_active_run()
-            .prefetch_related(Prefetch("messages", queryset=Message.objects.order_by("index")))
+            .prefetch_related(Prefetch("messages", queryset=Message.objects.active()))
             .order_by("pk")
         )
         if not full:
@@ -136,6 +136,39 @@ class Conversation(models.Model):
         return self.runs.in_progress().exists()
 
 
+class Version(models.Model):
+    """A version of a conversation's path that is not the active one: its messages from
+    `index` on (the active path's messages before `index` come first).
+
+    The active path is every message without a version. Versions that hang off the active path
+    have no parent; one that hangs off another version's messages names it. Switching to a
+    version archives the active suffix from the same index as a version of its own, so every
+    path is always a plain list of messages (see `chat.transcripts.versions`).
+    """
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="versions"
+    )
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    index = models.PositiveIntegerField(help_text="Index of the version's first message.")
+    number = models.PositiveIntegerField(help_text="Its place among the versions at that index.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["conversation", "index", "number"]
+
+    def __str__(self) -> str:
+        return f"version {self.number} from message {self.index}"
+
+
+class MessageQuerySet(models.QuerySet["Message"]):
+    def active(self) -> MessageQuerySet:
+        """The active path, in order: what the model sees and the page shows."""
+        return self.filter(version__isnull=True).order_by("index")
+
+
 class Message(models.Model):
     """One provider-facing message, in order; the transcript sent back on the next run."""
 
@@ -160,12 +193,31 @@ class Message(models.Model):
         default=list, blank=True, help_text="OpenAI shape, on assistant messages."
     )
     tool_call_id = models.CharField(max_length=200, blank=True)
+    version = models.ForeignKey(
+        Version,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="messages",
+        help_text="Empty: on the active path.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = MessageQuerySet.as_manager()
 
     class Meta:
         ordering = ["conversation", "index"]
         constraints = [
-            models.UniqueConstraint(fields=["conversation", "index"], name="unique_message_index")
+            models.UniqueConstraint(
+                fields=["conversation", "index"],
+                condition=models.Q(version__isnull=True),
+                name="unique_message_index",
+            ),
+            models.UniqueConstraint(
+                fields=["version", "index"],
+                condition=models.Q(version__isnull=False),
+                name="unique_version_message_index",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -21,6 +21,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from chat import agent, transcripts
+from chat.transcripts import versions
 from chat.agent import events
 from chat.agent.clients import ChatClient
 from chat.agent.contracts import validation_text
@@ -64,6 +65,7 @@ async def start_run(
     client: ChatClient | None = None,
     listeners: Sequence[Listener] = (),
     sender: str | None = None,
+    version_from: int | None = None,
 ) -> RunHandle:
     """Validate, store the user message and a new Run, and start the run as its own task.
 
@@ -71,6 +73,10 @@ async def start_run(
     tool message). Raises RunRefused (another run is in progress, or the input is invalid);
     then nothing is written. `sender` is the channel of the socket the message came from: its
     composer is emptied by the run's first frame, the other tabs keep what they typed.
+
+    With `version_from`, the run makes a new version from that message index on (see
+    `transcripts.versions`): `content` replaces the user message there (edit and resend), or
+    with `content=None` that message is sent again as it was (regenerate, retry).
     """
     if liveness.stopping.is_set():
         raise RunRefused(STOPPING)
@@ -83,7 +89,11 @@ async def start_run(
             client = build_client(endpoint(await profile_for_run(conversation, user)))
         try:
             run, request, user_message = await sync_to_async(_create_run)(
-                conversation=conversation, user=user, content=content, client=client
+                conversation=conversation,
+                user=user,
+                content=content,
+                client=client,
+                version_from=version_from,
             )
         except RunRefused:
             await client.aclose()
@@ -91,7 +101,9 @@ async def start_run(
     except BaseException:
         started()
         raise
-    publisher = RunPublisher(run, user_message=user_message, sender=sender)
+    publisher = RunPublisher(
+        run, user_message=user_message, sender=sender, new_version=version_from is not None
+    )
     # A fresh context: a run started from an HTTP view must not inherit the request's thread
     # executor, which is gone once the response is sent.
     task = asyncio.create_task(
@@ -139,7 +151,12 @@ def cancel_run(run_id: int) -> bool:
 
 
 def _create_run(
-    *, conversation: Conversation, user: Any, content: str | None, client: ChatClient
+    *,
+    conversation: Conversation,
+    user: Any,
+    content: str | None,
+    client: ChatClient,
+    version_from: int | None = None,
 ) -> tuple[Run, agent.DebugRunRequest, Message | None]:
     """The new run (its conversation attached), the request to execute, the user message row."""
     limit = _message_limit()
@@ -155,7 +172,7 @@ def _create_run(
                 ) from None
 
             def load() -> tuple[list[Message], agent.DebugRunRequest]:
-                rows = list(conversation.messages.order_by("index"))
+                rows = list(conversation.messages.active())
                 data = {
                     "parameters": parameters,
                     "history": tuple(transcripts.to_chat_messages(rows)),
@@ -166,18 +183,25 @@ def _create_run(
                 except ValueError as exc:
                     raise RunRefused(validation_text(exc, unnamed=["user_message"])) from None
 
-            rows, request = load()
+            if version_from is None:
+                rows, request = load()  # invalid input is refused before anything else
             if unavailable := parameters.unavailable_tools():
                 logger.info(
                     "conversation %s: chosen tool(s) not available here, not offered: %s",
                     conversation.pk,
                     ", ".join(unavailable),
                 )
+            reload = version_from is not None
             for active in conversation.runs.in_progress():
                 if not liveness.is_dead(active):
                     raise RunRefused(IN_PROGRESS)
                 liveness.interrupt(active)
-                rows, request = load()  # the repair answered the run's dangling tool calls
+                reload = True  # the repair answered the run's dangling tool calls
+            if version_from is not None:
+                active_rows = list(conversation.messages.active())
+                content = _new_version(conversation, active_rows, version_from, content)
+            if reload:
+                rows, request = load()
             run = Run.objects.create(
                 conversation=conversation,
                 created_by=user,
@@ -196,7 +220,7 @@ def _create_run(
                     run=run,
                     start=rows[-1].index + 1 if rows else 0,
                 )
-                if not conversation.title:
+                if not conversation.title and version_from is None:
                     conversation.title = title_from(content)
             conversation.save(update_fields=["title", "updated_at"])
     except BaseException as exc:
@@ -206,6 +230,20 @@ def _create_run(
             raise RunRefused(IN_PROGRESS) from None
         raise
     return run, request, user_message
+
+
+def _new_version(
+    conversation: Conversation, rows: list[Message], index: int, content: str | None
+) -> str | None:
+    """Archive the active path from `index` on; the user message the new version starts with."""
+    try:
+        start = versions.start_of(rows, index, edit=content is not None)
+    except versions.VersionRefused as exc:
+        raise RunRefused(str(exc)) from None
+    versions.archive_from(conversation, index)
+    if content is None and start.role == Message.Role.USER:
+        return start.content or ""
+    return content
 
 
 async def execute_run(

@@ -128,7 +128,7 @@ def fork_conversation(
     editing = tool_result is not None or tool_failed
     if editing and not tool_call_id:
         raise ValueError("Name the tool call whose result is edited.")
-    rows = list(parent.messages.order_by("index"))
+    rows = list(parent.messages.active())
     message_at(rows, at_message)
     edited_round = tool_fork_round(rows, at_message, tool_call_id) if tool_call_id else None
     end = edited_round.end if edited_round else fork_end(rows, at_message)

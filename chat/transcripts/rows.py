@@ -39,11 +39,11 @@ def to_chat_messages(rows: Iterable[Message]) -> list[agent.ChatMessage]:
 
 
 def load_history(conversation: Conversation) -> list[agent.ChatMessage]:
-    return to_chat_messages(conversation.messages.order_by("index"))
+    return to_chat_messages(conversation.messages.active())
 
 
 def next_index(conversation: Conversation) -> int:
-    last = conversation.messages.order_by("-index").values_list("index", flat=True).first()
+    last = conversation.messages.active().order_by("-index").values_list("index", flat=True).first()
     return 0 if last is None else last + 1
 
 
@@ -97,7 +97,7 @@ def repair_conversation(
     a HistoryRepair row records what changed. Returns (messages added, messages removed).
     """
     Conversation.objects.select_for_update().filter(pk=conversation.pk).exists()
-    rows = list(conversation.messages.select_for_update().order_by("index"))
+    rows = list(conversation.messages.select_for_update().active())
     values = to_chat_messages(rows)
     repaired = history.repair(values, reply=tool_reply(reason))
     kept = {id(value) for value in repaired}

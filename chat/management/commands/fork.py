@@ -58,7 +58,7 @@ class Command(BaseCommand):
         if call_id and not editing:
             raise CommandError("--tool-call needs --tool-result or --tool-failed.")
         if editing and not call_id:
-            call_id, at = implied_call(list(parent.messages.order_by("index")), at)
+            call_id, at = implied_call(list(parent.messages.active()), at)
         try:
             fork = forks.fork_conversation(
                 parent,
