@@ -14,6 +14,7 @@ urlpatterns = [
     path("c/<int:pk>/delete/", views.conversation_delete, name="conversation_delete"),
     path("c/<int:pk>/runs/<int:run_pk>/inspect/", views.run_inspect, name="run_inspect"),
     path("c/<int:pk>/messages/<int:index>/text/", views.message_text, name="message_text"),
+    path("c/<int:pk>/messages/<int:index>/reply/", views.reply_text, name="reply_text"),
     path("c/<int:pk>/fork/message/<int:index>/", views.fork_message, name="fork_message"),
     path("c/<int:pk>/fork/tool/<int:tool_call_pk>/", views.fork_tool_call, name="fork_tool_call"),
 ]

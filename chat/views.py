@@ -173,6 +173,23 @@ def message_text(request: AuthenticatedRequest, pk: int, index: int) -> HttpResp
     return HttpResponse(message.content or "", content_type="text/plain; charset=utf-8")
 
 
+@login_required
+def reply_text(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
+    """A reply's raw Markdown, as the Copy button takes it: the assistant messages from message
+    `index` up to the next user message, as the page joins them."""
+    conversation = _conversation(request, pk)
+    rows = list(conversation.messages.active().filter(index__gte=index))
+    if not rows or rows[0].index != index or rows[0].role != Message.Role.ASSISTANT:
+        raise Http404("No reply starts at this message.")
+    texts = []
+    for row in rows:
+        if row.role == Message.Role.USER:
+            break
+        if row.role == Message.Role.ASSISTANT and row.content:
+            texts.append(row.content)
+    return HttpResponse("\n\n".join(texts), content_type="text/plain; charset=utf-8")
+
+
 # Forks: copy a conversation up to a message, or edit a tool result and continue from it.
 
 

@@ -17,7 +17,7 @@ from agentlab_site.asgi import application
 from chat import agent, runs
 from chat.agent.errors import ProviderHTTPError
 from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
-from chat.models import Message, Run
+from chat.models import Conversation, Message, Run, Version
 from chat.routing import websocket_urlpatterns
 from chat.runs import lifecycle
 from chat.testing import factories as make
@@ -407,3 +407,63 @@ async def test_a_frame_for_a_socket_that_just_closed_is_dropped_quietly(
     assert attempts == ["<p>late</p>"]  # it was tried, and the error did not escape
     assert "a frame for a closed socket" in caplog.text
     assert not [r for r in caplog.records if r.levelname in ("ERROR", "WARNING")]
+
+
+async def test_edit_regenerate_and_switch_reach_every_tab(use_client: Any) -> None:
+    use_client(ScriptedChatClient(["first answer"]))
+    user = await make_user()
+    conversation = await make_conversation(user)
+    ws, other = await connect(user, conversation), await connect(user, conversation)
+    await send(ws, "first question")
+    await frames_until(ws, DONE)
+    await frames_until(other, DONE)
+
+    use_client(ScriptedChatClient(["edited answer"]))
+    await ws.send_to(text_data=json.dumps({"action": "edit", "index": "0", "message": "edited"}))
+    frames = await frames_until(ws, DONE)
+    opening = next(f for f in frames if 'id="transcript" hx-swap-oob="innerHTML"' in f)
+    assert 'class="bubble">edited<' in opening and 'bubble">first question' not in opening
+    assert "version 2 of 2" in frames[-1] and "edited answer" in frames[-1]
+    seen = "\n".join(await frames_until(other, DONE))
+    assert 'hx-swap-oob="innerHTML"' in seen and 'bubble">first question' not in seen
+
+    await ws.send_to(text_data=json.dumps({"action": "switch", "index": 0, "version": 1}))
+    for socket in (ws, other):
+        shown = (await frames_until(socket, 'hx-swap-oob="innerHTML"'))[-1]
+        assert "first question" in shown and "first answer" in shown
+        assert "edited answer" not in shown and "version 1 of 2" in shown
+
+    use_client(ScriptedChatClient(["third answer"]))
+    await ws.send_to(text_data=json.dumps({"action": "regenerate", "index": 0}))
+    final = (await frames_until(ws, DONE))[-1]
+    assert "third answer" in final and "version 3 of 3" in final
+    history = await make.ahistory(conversation)
+    assert [m.content for m in history] == ["first question", "third answer"]
+    await ws.disconnect()
+    await other.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("frame", "notice"),
+    [
+        ({"action": "edit", "message": "x"}, "A edit frame needs the index of a message."),
+        ({"action": "edit", "index": "1", "message": "x"}, "Message 1 is not a user message"),
+        ({"action": "edit", "index": 0}, "A send frame needs a message (a string)."),
+        ({"action": "regenerate", "index": "-1"}, "A regenerate frame needs the index"),
+        ({"action": "switch", "index": 0, "version": 2}, "There is no version 2 at message 0."),
+        ({"action": "switch", "index": 0}, "A switch frame needs the index of a message and"),
+    ],
+)
+async def test_version_frames_that_cannot_be_done_say_why(
+    open_socket: OpenSocket, frame: dict[str, Any], notice: str
+) -> None:
+    ws = await open_socket(ScriptedChatClient(["answer"]))
+    await send(ws, "question")
+    await frames_until(ws, DONE)
+    await ws.send_to(text_data=json.dumps(frame))
+    shown = await ws.receive_from(timeout=5)
+    assert 'id="notice"' in shown and notice in shown
+    stored = await make.ahistory(await Conversation.objects.aget())
+    assert [m.content for m in stored] == ["question", "answer"]
+    assert not await Version.objects.aexists()
+    await ws.disconnect()

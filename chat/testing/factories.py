@@ -61,19 +61,37 @@ async def start_as_owner(
     content: str | None,
     client: ChatClient | None = None,
     listeners: Sequence[Callable[[Run, events.RunEvent], Awaitable[None]]] = (),
+    version_from: int | None = None,
 ) -> RunHandle:
     """`runs.start_run` by the conversation's owner, from async tests."""
     owner = await database_sync_to_async(lambda: made.owner)()
     return await start_run(
-        conversation=made, user=owner, content=content, client=client, listeners=listeners
+        conversation=made,
+        user=owner,
+        content=content,
+        client=client,
+        listeners=listeners,
+        version_from=version_from,
     )
 
 
-def run_turn(made: Conversation, content: str, client: ChatClient | None = None) -> Run:
+def run_turn(
+    made: Conversation,
+    content: str | None,
+    client: ChatClient | None = None,
+    *,
+    version_from: int | None = None,
+) -> Run:
     """Start a run as the owner (the configured client unless given) and wait for its end."""
 
     async def go() -> Run:
-        handle = await start_run(conversation=made, user=made.owner, content=content, client=client)
+        handle = await start_run(
+            conversation=made,
+            user=made.owner,
+            content=content,
+            client=client,
+            version_from=version_from,
+        )
         return await handle.task
 
     return asyncio.run(go())

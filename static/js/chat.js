@@ -16,6 +16,10 @@
     if (running === shownRunning && box && box.disabled === running) return;
     shownRunning = running;
     form.querySelectorAll("textarea, button").forEach(function (el) { el.disabled = running; });
+    // Edit, regenerate and switching wait for the run; a version step at an end stays disabled.
+    document.querySelectorAll("#transcript [data-idle]").forEach(function (el) {
+      el.disabled = running || el.hasAttribute("data-end");
+    });
     var stop = document.getElementById("stop");
     if (stop) stop.hidden = !running;
     if (!running && box && document.activeElement === document.body) box.focus();
@@ -55,26 +59,94 @@
     });
   });
 
-  // Enter sends, Shift+Enter adds a line. Delegated: the server replaces the composer after a send.
+  // Enter sends, Shift+Enter adds a line; in an edit, Escape cancels. Delegated: the server
+  // replaces the composer and the turns.
   document.addEventListener("keydown", function (event) {
     var box = event.target;
-    if (!box || box.id !== "message") return;
+    if (!box || box.tagName !== "TEXTAREA") return;
+    var form = box.id === "message" ? composer() : box.closest(".edit-form");
+    if (!form) return;
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
-      if (box.value.trim() && !box.disabled) composer().requestSubmit();
+      if (box.value.trim() && !box.disabled) form.requestSubmit();
+    } else if (event.key === "Escape" && form !== composer()) {
+      event.preventDefault();
+      closeEdit(form);
     }
   });
-  // Copy buttons in the wire inspector: data-copy names the element whose text is copied.
-  document.addEventListener("click", function (event) {
-    var button = event.target.closest && event.target.closest("[data-copy]");
-    if (!button) return;
-    var source = document.querySelector(button.dataset.copy);
-    if (!source || !navigator.clipboard) return;
-    navigator.clipboard.writeText(source.textContent).then(function () {
-      var label = button.textContent;
-      button.textContent = "Copied";
-      setTimeout(function () { button.textContent = label; }, 1200);
+
+  function text(url) {
+    return fetch(url, { credentials: "same-origin" }).then(function (response) {
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      return response.text();
     });
+  }
+
+  function say(message) {
+    var notice = document.getElementById("notice");
+    if (notice) { notice.textContent = message; notice.classList.add("notice-error"); }
+  }
+
+  // Edit in place: the bubble becomes the message's whole text in a form sent over the socket.
+  function openEdit(button) {
+    var message = button.closest(".message");
+    var form = message.querySelector(".edit-form");
+    text(button.dataset.textUrl).then(function (value) {
+      var box = form.querySelector("textarea");
+      box.value = value;
+      message.classList.add("editing");
+      form.hidden = false;
+      box.focus();
+      box.setSelectionRange(value.length, value.length);
+    }).catch(function () { say("The message could not be loaded for editing: reload the page."); });
+  }
+
+  function closeEdit(form) {
+    var message = form.closest(".message");
+    form.hidden = true;
+    message.classList.remove("editing");
+    var edit = message.querySelector("[data-edit]");
+    if (edit) edit.focus();
+  }
+
+  // Copy takes the raw Markdown from the server; the button says it was copied.
+  function copy(button, source) {
+    var label = button.textContent;
+    function done(word) {
+      button.textContent = word;
+      setTimeout(function () { button.textContent = label; }, 1500);
+    }
+    var written;
+    if (button.dataset.copyUrl && window.ClipboardItem && navigator.clipboard.write) {
+      // The item takes a promise, so the copy keeps the click's user activation.
+      var blob = text(button.dataset.copyUrl).then(function (value) {
+        return new Blob([value], { type: "text/plain" });
+      });
+      written = navigator.clipboard.write([new ClipboardItem({ "text/plain": blob })]);
+    } else if (button.dataset.copyUrl) {
+      written = text(button.dataset.copyUrl).then(function (value) {
+        return navigator.clipboard.writeText(value);
+      });
+    } else {
+      written = navigator.clipboard.writeText(source.textContent);
+    }
+    written.then(function () { done("Copied"); }, function () { done("Not copied"); });
+  }
+  // Copy buttons: data-copy names the element whose text is copied (the wire inspector),
+  // data-copy-url the raw text's address (messages).
+  document.addEventListener("click", function (event) {
+    var target = event.target.closest ? event.target : null;
+    if (!target) return;
+    var button = target.closest("[data-copy], [data-copy-url]");
+    if (button && navigator.clipboard) {
+      var source = button.dataset.copy ? document.querySelector(button.dataset.copy) : null;
+      if (button.dataset.copyUrl || source) copy(button, source);
+      return;
+    }
+    var edit = target.closest("[data-edit]");
+    if (edit) { openEdit(edit); return; }
+    var cancel = target.closest("[data-edit-cancel]");
+    if (cancel) closeEdit(cancel.closest(".edit-form"));
   });
   document.addEventListener("htmx:wsAfterSend", function (event) {
     if (event.target && event.target.id === "composer") stick = true;
