@@ -14,9 +14,10 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from chat import runs
-from chat.fragments import render, transcript, turn_for_run
+from chat.fragments import render, transcript
 from chat.models import Conversation
 from chat.transcripts import versions
+from chat.turns import turn_for_run
 
 logger = logging.getLogger(__name__)
 

@@ -17,10 +17,10 @@ from django_htmx.middleware import HtmxDetails
 
 from chat import agent, inspector, runs
 from chat.forms import AgentSettings, ToolForkForm
-from chat.fragments import conversation_turns
 from chat.models import Conversation, Message, ToolCall
 from chat.templatetags.chat_tags import pretty
 from chat.transcripts import forks
+from chat.turns import conversation_turns
 
 
 class AuthenticatedRequest(HttpRequest):
@@ -282,9 +282,7 @@ def _tool_call(conversation: Conversation, tool_call_pk: int) -> tuple[ToolCall,
         raise Http404("This tool call is not linked to a message.")
     reply = (
         conversation.messages.active()
-        .filter(
-            role=Message.Role.TOOL, tool_call_id=call.call_id, index__gt=call.message.index
-        )
+        .filter(role=Message.Role.TOOL, tool_call_id=call.call_id, index__gt=call.message.index)
         .order_by("index")
         .first()
     )

@@ -242,3 +242,30 @@ async def test_a_first_message_that_cannot_be_sent_comes_back_and_makes_nothing(
     assert reason in page and 'role="alert"' in page
     assert message.strip()[:100] in page  # what was typed is kept
     assert not await Conversation.objects.filter(owner=user).aexists()
+
+
+def test_copy_and_edit_read_the_raw_text_of_the_active_path(client_in: Client, user: Any) -> None:
+    conversation = make.new_conversation(user)
+    make.run_turn(conversation, "a *question*", ScriptedChatClient(["**bold** answer"]))
+    make.run_turn(conversation, None, ScriptedChatClient(["`new` answer"]), version_from=0)
+
+    def text(name: str, index: int) -> Any:
+        return client_in.get(reverse(f"chat:{name}", args=[conversation.pk, index]))
+
+    assert text("message_text", 0).content.decode() == "a *question*"
+    reply = text("reply_text", 1)
+    assert reply["Content-Type"] == "text/plain; charset=utf-8"
+    assert reply.content.decode() == "`new` answer"
+    assert text("reply_text", 0).status_code == 404  # a question is not a reply
+    assert text("reply_text", 7).status_code == 404
+    other = Client()
+    other.force_login(get_user_model().objects.create_user("mallory", password="pw-12345678"))
+    response = other.get(reverse("chat:reply_text", args=[conversation.pk, 1]))
+    assert response.status_code == 404
+
+    page = client_in.get(reverse("chat:conversation_detail", args=[conversation.pk]))
+    html = page.content.decode()
+    assert "version 2 of 2" in html and "**bold**" not in html and "bold" not in html
+    for name in ["Edit message", "Copy message", "Regenerate reply", "Previous version"]:
+        assert f'aria-label="{name}"' in html
+    assert 'aria-label="Next version" disabled data-end' in html

@@ -21,13 +21,13 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from chat import agent, transcripts
-from chat.transcripts import versions
 from chat.agent import events
 from chat.agent.clients import ChatClient
 from chat.agent.contracts import validation_text
 from chat.agent.runtime import DebugRuntime
 from chat.fragments import RunPublisher
 from chat.models import Conversation, Message, Run, RunStatus, title_from
+from chat.transcripts import versions
 
 from . import control, liveness
 from .exceptions import RunRefused

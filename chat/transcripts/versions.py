@@ -52,8 +52,7 @@ def points(conversation: Conversation) -> dict[int, Point]:
     for index, number in conversation.versions.filter(parent=None).values_list("index", "number"):
         numbers.setdefault(index, []).append(number)
     return {
-        index: Point(index, _free_number(taken), len(taken) + 1)
-        for index, taken in numbers.items()
+        index: Point(index, _free_number(taken), len(taken) + 1) for index, taken in numbers.items()
     }
 
 

@@ -3,6 +3,9 @@ regenerate, retry, switching, and every path staying a history a strict provider
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+
 import pytest
 
 from chat import agent, runs
@@ -101,11 +104,21 @@ def test_switching_shows_a_version_and_everything_after_it(two_turns: Conversati
     make.run_turn(two_turns, "third on the new one", scripted("third answer"))
 
     assert versions.switch(two_turns, 2, 1)
-    assert texts(two_turns) == ["first question", "first answer", "second question", "second answer"]
+    assert texts(two_turns) == [
+        "first question",
+        "first answer",
+        "second question",
+        "second answer",
+    ]
     assert versions.points(two_turns) == {2: versions.Point(2, 1, 2)}
 
     assert versions.switch(two_turns, 2, 2)
-    assert texts(two_turns)[2:] == ["new second", "new answer", "third on the new one", "third answer"]
+    assert texts(two_turns)[2:] == [
+        "new second",
+        "new answer",
+        "third on the new one",
+        "third answer",
+    ]
     assert not versions.switch(two_turns, 2, 2)  # already shown: nothing changes
     every_path_is_strict(two_turns)
 
@@ -209,3 +222,20 @@ def test_deleting_a_conversation_deletes_its_versions(two_turns: Conversation) -
     two_turns.delete()
     assert not Version.objects.exists()
     assert not Message.objects.exists()
+
+
+async def test_stop_on_a_new_version_keeps_what_streamed_and_the_earlier_version() -> None:
+    made = await make.aconversation()
+    await (await make.start_as_owner(made, "question", scripted("first answer"))).task
+    slow = ScriptedChatClient([" ".join(["word"] * 400)], delay=0.005)
+    handle = await make.start_as_owner(made, None, slow, version_from=0)
+    await asyncio.sleep(0.3)
+    assert runs.cancel_run(handle.run.pk)
+    with contextlib.suppress(asyncio.CancelledError):
+        await handle.task
+    await handle.run.arefresh_from_db()
+    assert handle.run.status == RunStatus.CANCELLED
+    history = await make.ahistory(made)
+    assert history[0].content == "question" and (history[1].content or "").startswith("word")
+    archived = await Version.objects.aget(conversation=made)
+    assert await archived.messages.filter(content="first answer").aexists()

@@ -1,0 +1,152 @@
+"""The conversation page's turns: each user message with the run that answered it.
+
+The page renders them from the database, and the run publisher re-renders a finished turn with
+the same partials, so a reload shows what the live stream showed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from chat.models import Conversation, Message, ModelCall, Run, ToolCall
+from chat.rendering import markdown
+from chat.transcripts import versions
+
+PAGE_TEXT_CHARS = 50_000
+"""The page shows a message's first PAGE_TEXT_CHARS characters and links to the rest: a 40 MB
+message made a page no browser finished loading. Above the default limit on a user message, so a
+typed message is never folded."""
+BUBBLE_CHARS = 1_500
+
+
+@dataclass
+class Turn:
+    """One user message and the agent's reply to it (every assistant message of its run)."""
+
+    user: Message | None
+    run: Run | None = None
+    replies: list[Message] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    model_calls: list[ModelCall] = field(default_factory=list)
+    point: versions.Point | None = None
+    """The versions at this turn's start, when it has more than one."""
+
+    @property
+    def start(self) -> Message | None:
+        """The message a new version of this turn starts at (see versions.start_of)."""
+        return self.user or (self.replies[0] if self.replies else None)
+
+    @property
+    def key(self) -> str:
+        if self.run is not None:
+            return str(self.run.pk)
+        anchor = self.user or (self.replies[0] if self.replies else None)
+        return f"m{anchor.pk}" if anchor is not None else "none"
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(m.content for m in self.replies if m.content)
+
+    @property
+    def html(self) -> str:
+        """The reply as the page shows it: its first PAGE_TEXT_CHARS characters."""
+        return markdown(self.text[:PAGE_TEXT_CHARS])
+
+    @property
+    def folded_replies(self) -> list[Message]:
+        """Replies the page shows only the start of, or none of: each gets a link to its text."""
+        folded, end = [], 0
+        for message in self.replies:
+            if message.content:
+                end += len(message.content)
+                if end > PAGE_TEXT_CHARS:
+                    folded.append(message)
+                end += 2
+        return folded
+
+    @property
+    def user_text(self) -> str:
+        return (self.user.content or "")[:PAGE_TEXT_CHARS] if self.user else ""
+
+    @property
+    def user_folded(self) -> bool:
+        return self.user is not None and len(self.user.content or "") > PAGE_TEXT_CHARS
+
+    @property
+    def user_scrolls(self) -> bool:
+        """A long paste scrolls inside its bubble instead of pushing the reply screens away."""
+        return self.user is not None and len(self.user.content or "") > BUBBLE_CHARS
+
+    @property
+    def reasoning(self) -> str:
+        return "\n\n".join(m.reasoning for m in self.replies if m.reasoning)
+
+    @property
+    def is_active(self) -> bool:
+        return self.run is not None and self.run.is_active
+
+    @property
+    def timeline(self) -> list[tuple[int, ModelCall | None, list[ToolCall]]]:
+        """Per loop step: its model call and its tool calls, for the footer."""
+        steps: dict[int, tuple[ModelCall | None, list[ToolCall]]] = {
+            call.step: (call, []) for call in self.model_calls
+        }
+        for call in self.tool_calls:
+            steps.setdefault(call.step, (None, []))[1].append(call)
+        return [(number, *steps[number]) for number in sorted(steps)]
+
+
+def conversation_turns(conversation: Conversation) -> list[Turn]:
+    """The conversation as turns, in four queries whatever its length."""
+    runs = {run.pk: run for run in conversation.runs.all()}
+    calls: dict[int, list[ToolCall]] = {}
+    for call in ToolCall.objects.filter(run__conversation=conversation).order_by(
+        "step", "position", "pk"
+    ):
+        calls.setdefault(call.run_id, []).append(call)
+    model_calls: dict[int, list[ModelCall]] = {}
+    for model_call in (
+        ModelCall.objects.filter(run__conversation=conversation)
+        .defer("request", "raw_stream")
+        .order_by("step")
+    ):
+        model_calls.setdefault(model_call.run_id, []).append(model_call)
+
+    def turn(user: Message | None, run: Run | None) -> Turn:
+        if run is None:
+            return Turn(user=user)
+        return Turn(user, run, [], calls.get(run.pk, []), model_calls.get(run.pk, []))
+
+    turns: list[Turn] = []
+    marks = versions.points(conversation)
+    for message in conversation.messages.active():
+        run = runs.get(message.run_id) if message.run_id else None
+        if message.role == "user":
+            turns.append(turn(message, run))
+        elif message.role == "assistant":
+            if not turns or (turns[-1].run is not run and run is not None):
+                turns.append(turn(None, run))
+            turns[-1].replies.append(message)
+    # A run that has written nothing yet (a fork continuing from a tool reply) still streams.
+    shown = {t.run.pk for t in turns if t.run is not None}
+    turns.extend(turn(None, run) for run in runs.values() if run.is_active and run.pk not in shown)
+    for each in turns:
+        if each.start is not None:
+            each.point = marks.get(each.start.index)
+    return turns
+
+
+def turn_for_run(run: Run) -> Turn:
+    run = Run.objects.select_related("conversation").get(pk=run.pk)
+    messages = list(run.messages.order_by("index"))
+    user = next((m for m in messages if m.role == "user"), None)
+    turn = Turn(
+        user=user,
+        run=run,
+        replies=[m for m in messages if m.role == "assistant"],
+        tool_calls=list(run.tool_calls.order_by("step", "position", "pk")),
+        model_calls=list(run.model_calls.defer("request", "raw_stream").order_by("step")),
+    )
+    if turn.start is not None and turn.start.version_id is None:
+        turn.point = versions.points(run.conversation).get(turn.start.index)
+    return turn
