@@ -1,16 +1,64 @@
-"""Model output to safe HTML: Markdown through markdown-it, then the nh3 sanitiser."""
+"""Model output to safe HTML: Markdown through markdown-it, code through Pygments, then the nh3
+sanitiser.
+
+Highlighting uses CSS classes only (the CSP forbids inline styles); the colours live in
+static/css/code.css, which `python -m chat.rendering > static/css/code.css` writes.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import nh3
+from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from markdown_it import MarkdownIt
+from markdown_it.token import Token
+from pygments import highlight
+from pygments.formatters import HtmlFormatter
+from pygments.lexers import get_lexer_by_name
+from pygments.util import ClassNotFound
 
 _markdown = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+_formatter = HtmlFormatter(nowrap=True)
+LIGHT_STYLE, DARK_STYLE = "default", "github-dark"
 _ALLOWED_TAGS = {
-    "a", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
-    "li", "ol", "p", "pre", "strong", "table", "tbody", "td", "th", "thead", "tr", "ul",
+    "a", "blockquote", "br", "button", "code", "del", "div", "em", "h1", "h2", "h3", "h4", "h5",
+    "h6", "hr", "li", "ol", "p", "pre", "span", "strong", "table", "tbody", "td", "th", "thead",
+    "tr", "ul",
 }  # fmt: skip
+_ALLOWED_ATTRIBUTES = {
+    "a": {"href", "title"},
+    "button": {"type", "class", "data-copy-code"},
+    "code": {"class"},
+    "div": {"class"},
+    "pre": {"class"},
+    "span": {"class"},
+    "td": {"align"},
+    "th": {"align"},
+}
+
+
+def _fence(renderer: Any, tokens: Sequence[Token], index: int, options: Any, env: Any) -> str:
+    """A fenced code block: its language, a Copy code button, the code highlighted."""
+    token = tokens[index]
+    name = token.info.strip().split(maxsplit=1)[0] if token.info.strip() else ""
+    try:
+        lexer = get_lexer_by_name(name) if name else None
+    except ClassNotFound:
+        lexer = None
+    code = highlight(token.content, lexer, _formatter) if lexer else escape(token.content)
+    label = escape(lexer.name if lexer else name or "text")
+    return (
+        '<div class="code-block"><div class="code-head">'
+        f'<span class="code-lang">{label}</span>'
+        '<button type="button" class="copy-code" data-copy-code>Copy code</button></div>'
+        f'<pre class="highlight"><code>{code}</code></pre></div>\n'
+    )
+
+
+_markdown.add_render_rule("fence", _fence)
 
 
 def markdown(text: str | None) -> SafeString:
@@ -21,8 +69,32 @@ def markdown(text: str | None) -> SafeString:
     clean = nh3.clean(
         html,
         tags=_ALLOWED_TAGS,
-        attributes={"a": {"href", "title"}, "code": {"class"}, "th": {"align"}, "td": {"align"}},
+        attributes=_ALLOWED_ATTRIBUTES,
+        set_tag_attribute_values={"button": {"type": "button"}},
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener noreferrer nofollow",
     )
     return mark_safe(clean)
+
+
+def code_css() -> str:
+    """The highlighting colours: the light theme, the dark one for a dark page."""
+    light = HtmlFormatter(style=LIGHT_STYLE).get_style_defs(".highlight")
+    dark = HtmlFormatter(style=DARK_STYLE)
+    chosen = dark.get_style_defs(':root[data-theme="dark"] .highlight')
+    system = dark.get_style_defs(':root:not([data-theme="light"]) .highlight')
+    return (
+        "/* Code highlighting, written by `python -m chat.rendering`: do not edit. */\n"
+        f"{_only_tokens(light)}\n{_only_tokens(chosen)}\n"
+        f"@media (prefers-color-scheme: dark) {{\n{_only_tokens(system)}\n}}\n"
+    )
+
+
+def _only_tokens(css: str) -> str:
+    """Token colours only: the page's own styles set the block's background and spacing."""
+    skipped = ("pre {", ".hll {", "{ background", "linenos")
+    return "\n".join(line for line in css.splitlines() if not any(s in line for s in skipped))
+
+
+if __name__ == "__main__":
+    print(code_css(), end="")

@@ -425,6 +425,10 @@ NEVER_IN_TRANSCRIPT = {
     "script", "style", "img", "svg", "math", "iframe", "frame", "object", "embed", "form",
     "input", "button", "textarea", "base", "link", "meta", "video", "audio", "source",
 }  # fmt: skip
+OWN_CONTROLS = {"message-actions", "edit-form", "code-head"}
+"""Where the transcript holds the page's own controls (edit, copy, versions): templates and the
+code-block renderer write them; model output can hold no element at all (Markdown's raw HTML is
+off, and the sanitiser keeps no form, input or textarea)."""
 SCRIPT_SOURCES = ("/static/", "/admin/jsi18n/")
 VOID = {"br", "hr", "img", "input", "link", "meta", "source", "wbr", "col", "area", "base"}
 
@@ -438,8 +442,11 @@ class Audit(HTMLParser):
         self.depth = 0  # > 0 inside the element with id="transcript"
         self.in_script = False
         self.transcript_tags: set[str] = set()
+        self.own: list[int] = []  # transcript depths at which our own controls' boxes open
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if self.depth and OWN_CONTROLS & set((dict(attrs).get("class") or "").split()):
+            self.own.append(self.depth)
         self._check(tag, attrs)
         if self.depth:
             self.depth += tag not in VOID
@@ -454,6 +461,8 @@ class Audit(HTMLParser):
             self.in_script = False
         if self.depth and tag not in VOID:
             self.depth -= 1
+            if self.own and self.own[-1] == self.depth:
+                self.own.pop()
 
     def handle_data(self, data: str) -> None:
         if self.in_script and data.strip():
@@ -465,7 +474,7 @@ class Audit(HTMLParser):
             self.transcript_tags.add(tag)
             if tag == "svg" and values.get("class") == "icon" and values.get("aria-hidden"):
                 pass  # our icons (templates/chat/icon-*.html); nh3 strips any <svg> a model writes
-            elif tag in NEVER_IN_TRANSCRIPT:
+            elif tag in NEVER_IN_TRANSCRIPT and not self.own:
                 self.problems.append(f"<{tag}> in the transcript: {values}")
         if tag == "script":
             self.in_script = True
@@ -502,7 +511,7 @@ def test_markdown_output_cannot_run_script(payload: str) -> None:
     assert not re.search(r"<[^>]*\s(on[a-z]+|href|src)\s*=\s*[\"']?\s*(javascript:|alert)", html)
     assert found.transcript_tags <= {
         "div", "p", "a", "em", "strong", "code", "pre", "table", "thead", "tbody", "tr", "th",
-        "td", "br", "ul", "ol", "li", "blockquote", "del", "hr",
+        "td", "br", "ul", "ol", "li", "blockquote", "del", "hr", "span", "button",
     }, html  # fmt: skip
 
 

@@ -143,6 +143,11 @@
       if (button.dataset.copyUrl || source) copy(button, source);
       return;
     }
+    var code = target.closest("[data-copy-code]");
+    if (code && navigator.clipboard) {
+      copy(code, code.closest(".code-block").querySelector("pre code"));
+      return;
+    }
     var edit = target.closest("[data-edit]");
     if (edit) { openEdit(edit); return; }
     var cancel = target.closest("[data-edit-cancel]");
