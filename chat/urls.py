@@ -13,6 +13,11 @@ urlpatterns = [
     path("c/<int:pk>/rename/", views.conversation_rename, name="conversation_rename"),
     path("c/<int:pk>/delete/", views.conversation_delete, name="conversation_delete"),
     path("c/<int:pk>/runs/<int:run_pk>/inspect/", views.run_inspect, name="run_inspect"),
+    path(
+        "c/<int:pk>/tool-calls/<int:tool_call_pk>/",
+        views.tool_call_detail,
+        name="tool_call_detail",
+    ),
     path("c/<int:pk>/messages/<int:index>/text/", views.message_text, name="message_text"),
     path("c/<int:pk>/messages/<int:index>/reply/", views.reply_text, name="reply_text"),
     path("c/<int:pk>/fork/message/<int:index>/", views.fork_message, name="fork_message"),

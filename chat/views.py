@@ -166,6 +166,16 @@ def run_inspect(request: AuthenticatedRequest, pk: int, run_pk: int) -> HttpResp
 
 
 @login_required
+def tool_call_detail(request: AuthenticatedRequest, pk: int, tool_call_pk: int) -> HttpResponse:
+    """One tool call's arguments, result, status and reason, where its pill was opened."""
+    conversation = _conversation(request, pk)
+    call = get_object_or_404(
+        ToolCall.objects.select_related("run"), pk=tool_call_pk, run__conversation=conversation
+    )
+    return render(request, "chat/conversation.html#tool-detail", {"call": call})
+
+
+@login_required
 def message_text(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
     """A message's whole content as plain text: where the page's folded-note links."""
     conversation = _conversation(request, pk)

@@ -425,7 +425,7 @@ NEVER_IN_TRANSCRIPT = {
     "script", "style", "img", "svg", "math", "iframe", "frame", "object", "embed", "form",
     "input", "button", "textarea", "base", "link", "meta", "video", "audio", "source",
 }  # fmt: skip
-OWN_CONTROLS = {"message-actions", "edit-form", "code-head"}
+OWN_CONTROLS = {"message-actions", "edit-form", "code-head", "pills"}
 """Where the transcript holds the page's own controls (edit, copy, versions): templates and the
 code-block renderer write them; model output can hold no element at all (Markdown's raw HTML is
 off, and the sanitiser keeps no form, input or textarea)."""

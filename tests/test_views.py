@@ -269,3 +269,24 @@ def test_copy_and_edit_read_the_raw_text_of_the_active_path(client_in: Client, u
     for name in ["Edit message", "Copy message", "Regenerate reply", "Previous version"]:
         assert f'aria-label="{name}"' in html
     assert 'aria-label="Next version" disabled data-end' in html
+
+
+def test_a_pill_opens_its_calls_details(client_in: Client, user: Any) -> None:
+    conversation = make.new_conversation(user)
+    make.run_turn(conversation, "what time is it?", ScriptedChatClient())
+    call = conversation.runs.get().tool_calls.get()
+
+    html = client_in.get(reverse("chat:conversation_detail", args=[conversation.pk])).content
+    url = reverse("chat:tool_call_detail", args=[conversation.pk, call.pk])
+    assert f'hx-get="{url}"'.encode() in html and b'aria-expanded="false"' in html
+
+    detail = client_in.get(url).content.decode()
+    assert "<code>get_current_time</code>" in detail and "Completed" in detail
+    assert "Arguments" in detail and "Result" in detail and "iso" in detail
+    call.status, call.error = "failed", "the clock is gone"
+    call.save()
+    assert "Why it failed: the clock is gone" in client_in.get(url).content.decode()
+
+    other = Client()
+    other.force_login(get_user_model().objects.create_user("mallory", password="pw-12345678"))
+    assert other.get(url).status_code == 404

@@ -78,10 +78,20 @@ def folded(text: str | None, limit: int = FOLD_AT) -> SafeString:
     )
 
 
-def pill(name: str, status: str = "", error: str = "", url: str = "", element_id: str = "") -> str:
+def pill(
+    name: str,
+    status: str = "",
+    error: str = "",
+    url: str = "",
+    element_id: str = "",
+    detail: str = "",
+    panel: str = "",
+) -> str:
     """A tool call as a pill, the one markup the chat, the live stream and the admin share.
 
     Its class says the status (`pill-failed` is struck through); its title says why it failed.
+    With `detail`, it is a button that loads the call's details from that address into the
+    element `panel`; with `url`, a link.
     """
     status = status or "unknown"
     context = {
@@ -90,12 +100,20 @@ def pill(name: str, status: str = "", error: str = "", url: str = "", element_id
         "title": error or STATUS_TITLES.get(status, status.replace("_", " ").capitalize()),
         "url": url,
         "id": element_id,
+        "detail": detail,
+        "panel": panel,
     }
     return render_to_string(PILL_TEMPLATE, context)
 
 
 @register.simple_tag
 def tool_pill(
-    name: str, status: str = "", error: str = "", url: str = "", element_id: str = ""
+    name: str,
+    status: str = "",
+    error: str = "",
+    url: str = "",
+    element_id: str = "",
+    detail: str = "",
+    panel: str = "",
 ) -> str:
-    return pill(name, status, error, url, element_id)
+    return pill(name, status, error, url, element_id, detail, panel)

@@ -148,10 +148,34 @@
       copy(code, code.closest(".code-block").querySelector("pre code"));
       return;
     }
+    var close = target.closest("[data-tool-close]");
+    if (close) { closeTool(close.closest(".tool-panel"), true); return; }
     var edit = target.closest("[data-edit]");
     if (edit) { openEdit(edit); return; }
     var cancel = target.closest("[data-edit-cancel]");
     if (cancel) closeEdit(cancel.closest(".edit-form"));
+  });
+  // Tool pills open their call's details in the reply's panel (htmx loads them); a second
+  // press, or Close, closes it again.
+  function closeTool(panel, refocus) {
+    if (!panel) return;
+    var open = document.querySelector('[data-tool-pill][aria-controls="' + panel.id + '"][aria-expanded="true"]');
+    panel.hidden = true;
+    panel.textContent = "";
+    if (open) {
+      open.setAttribute("aria-expanded", "false");
+      if (refocus) open.focus();
+    }
+  }
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var pill = event.detail.elt;
+    if (!pill || !pill.hasAttribute || !pill.hasAttribute("data-tool-pill")) return;
+    var panel = document.getElementById(pill.getAttribute("aria-controls"));
+    var wasOpen = pill.getAttribute("aria-expanded") === "true";
+    closeTool(panel, false);
+    if (wasOpen) { event.preventDefault(); return; }
+    pill.setAttribute("aria-expanded", "true");
+    if (panel) panel.hidden = false;
   });
   document.addEventListener("htmx:wsAfterSend", function (event) {
     if (event.target && event.target.id === "composer") stick = true;
