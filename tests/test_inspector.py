@@ -54,6 +54,9 @@ def test_inspector_shows_every_step_as_it_went_over_the_wire(
     assert f"{fake_openai.base_url}/chat/completions" in html
     assert KEY not in html
     assert "Get current time" in html and "&quot;iso&quot;" in html
+    step_one = html.split('id="inspect-')[1]
+    # A step's tool input and output come before its full request.
+    assert step_one.index('class="inspect-tool"') < step_one.index('class="inspect-request"')
 
 
 def test_inspector_respects_ownership(client_in: Client, user: Any) -> None:
