@@ -6,7 +6,7 @@ import pytest
 from django.conf import LazySettings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
-from django.db import connection
+from django.db import connection, transaction
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -21,9 +21,11 @@ from chat.models import (
     ProviderProfile,
     Run,
     ToolCall,
+    Version,
 )
 from chat.runs.providers import known_keys
 from chat.testing import factories as make
+from chat.transcripts import versions
 
 pytestmark = pytest.mark.django_db
 
@@ -291,7 +293,9 @@ def test_query_count_does_not_grow_with_messages_or_tool_calls(staff: Client) ->
     big_counts = page_queries(staff, big)
 
     assert big_counts == small_counts
-    assert small_counts["conversation"] <= 8
+    # Session, user, conversation, forks; all messages and the versions, version points;
+    # runs, model calls, tool calls.
+    assert small_counts["conversation"] <= 10
     count, page = queries(staff, url(Conversation, "change", big.pk))
     assert count == small_counts["conversation"]
     assert page.count('class="chat-message ') == 500
@@ -360,3 +364,61 @@ def test_the_admin_is_branded_and_links_to_the_chat_and_back(
     assert f'<a href="{chat_page}">Open in the chat</a>' in page
     back = staff.get(chat_page).content.decode()
     assert f'href="{url(Conversation, "change", mine.pk)}">Admin transcript</a>' in back
+
+
+def edited(made: Conversation, index: int, question: str, answer: str) -> Version:
+    """A new version from message `index`: the active path from there is archived."""
+    with transaction.atomic():
+        version = versions.archive_from(made, index)
+        transcripts.append_messages(
+            made,
+            [
+                agent.ChatMessage(role="user", content=question),
+                agent.ChatMessage(role="assistant", content=answer),
+            ],
+        )
+    return version
+
+
+def test_transcript_marks_versions_and_lists_the_archived_ones(
+    staff: Client, rich: Conversation
+) -> None:
+    edited(rich, 5, "And later?", "Later.")
+    edited(rich, 0, "Start over", "Fresh.")
+
+    response = staff.get(url(Conversation, "change", rich.pk))
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    transcript = html[html.index('id="transcript"') : html.index('id="versions"')]
+    archived = html[html.index('id="versions"') :]
+    assert re.findall(r'class="chat-message chat-message--(\w+)"', transcript) == [
+        "user",
+        "assistant",
+    ]
+    assert "Start over" in transcript and "2 archived versions" in transcript
+    assert "version 2 of 2 (active)" in transcript
+    assert "Version 1 from message 0 · 7 messages" in archived
+    inner = Version.objects.get(conversation=rich, index=5)
+    assert f'Version 1 from message 5 of <a href="#version-{inner.parent_id}">' in archived
+    assert "version 1 from message 0</a> · 2 messages" in archived
+    assert "Leave a note &lt;b&gt;too&lt;/b&gt;." in archived and "And now?" in archived
+    # The first run's tool calls and logs come with their archived messages.
+    assert re.search(r'class="pill pill-completed"[^>]*>Get current time<', archived)
+    assert archived.count('href="/admin/chat/run/') == 2
+    assert 'name="_save"' not in html
+
+
+def test_message_list_shows_and_filters_the_path(staff: Client, rich: Conversation) -> None:
+    version = edited(rich, 5, "And later?", "Later.")
+
+    listing = staff.get(url(Message, "changelist"), {"path": "archived"})
+    rows = listing.context["cl"].result_list
+    assert {row.version_id for row in rows} == {version.pk} and len(rows) == 2
+    assert "version 1 from message 5" in listing.content.decode()
+    active = staff.get(url(Message, "changelist"), {"path": "active"}).context["cl"].result_list
+    assert len(active) == 7 and all(row.version_id is None for row in active)
+    message = Message.objects.filter(version=version).first()
+    assert message is not None
+    page = staff.get(url(Message, "change", message.pk)).content.decode()
+    assert "version 1 from message 5" in page

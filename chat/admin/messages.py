@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -14,14 +16,39 @@ from chat.templatetags.chat_tags import folded, pretty, pretty_json
 from .base import RecordAdmin, json_block
 
 
+class PathFilter(admin.SimpleListFilter):
+    """Messages of the active path (no version), or of archived versions."""
+
+    title = "path"
+    parameter_name = "path"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("active", "Active path"), ("archived", "Archived versions")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() in ("active", "archived"):
+            return queryset.filter(version__isnull=self.value() == "active")
+        return queryset
+
+
 @admin.register(Message)
 class MessageAdmin(RecordAdmin):
-    list_display = ("__str__", "conversation", "role", "excerpt", "tools", "run", "created_at")
-    list_filter = ("role", "created_at")
+    list_display = (
+        "__str__",
+        "conversation",
+        "path",
+        "role",
+        "excerpt",
+        "tools",
+        "run",
+        "created_at",
+    )
+    list_filter = ("role", PathFilter, "created_at")
     search_fields = ("content", "tool_call_id", "conversation__title")
-    list_select_related = ("conversation", "run")
+    list_select_related = ("conversation", "run", "version")
     fields = (
         "conversation",
+        "path",
         "run",
         "index",
         "role",
@@ -31,11 +58,21 @@ class MessageAdmin(RecordAdmin):
         "tool_call_id",
         "created_at",
     )
-    readonly_fields = ("content_display", "reasoning_display", "tool_calls_display", "created_at")
+    readonly_fields = (
+        "path",
+        "content_display",
+        "reasoning_display",
+        "tool_calls_display",
+        "created_at",
+    )
     ordering = ("-created_at", "-id")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
-        return super().get_queryset(request).select_related("conversation", "run")
+        return super().get_queryset(request).select_related("conversation", "run", "version")
+
+    @admin.display(description="path", ordering="version")
+    def path(self, obj: Message) -> str:
+        return "active" if obj.version is None else str(obj.version)
 
     @admin.display(description="content")
     def excerpt(self, obj: Message) -> str:

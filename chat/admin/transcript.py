@@ -1,4 +1,5 @@
-"""A conversation as the admin shows it: messages in order, runs and tool-call logs attached."""
+"""A conversation as the admin shows it: messages in order, runs and tool-call logs attached,
+where versions exist, and each archived version's own messages."""
 
 from __future__ import annotations
 
@@ -9,9 +10,10 @@ from django.db.models import Prefetch
 from django.utils.safestring import SafeString
 
 from chat import agent
-from chat.models import Conversation, Message, ModelCall, Run, ToolCall
+from chat.models import Conversation, Message, ModelCall, Run, ToolCall, Version
 from chat.templatetags.chat_tags import pill as render_pill
 from chat.templatetags.chat_tags import pretty
+from chat.transcripts import versions
 
 from .base import pill
 
@@ -58,6 +60,7 @@ class Entry:
     run: RunView | None = None
     calls: list[CallView] = field(default_factory=list)
     answers: CallView | None = None
+    point: versions.Point | None = None
 
     @property
     def empty_content(self) -> str:
@@ -74,15 +77,31 @@ class Entry:
 
 
 @dataclass
+class VersionView:
+    """An archived version: its own messages, after its parent's (or the active path's) before
+    `version.index`."""
+
+    version: Version
+    parent: Version | None
+    entries: list[Entry]
+
+
+@dataclass
 class Transcript:
     entries: list[Entry]
     runs_without_messages: list[RunView]
     tool_calls: int
+    versions: list[VersionView] = field(default_factory=list)
 
 
 def transcript(conversation: Conversation) -> Transcript:
-    """The conversation in order, runs and tool-call logs attached: four queries in all."""
-    messages = list(conversation.messages.active())
+    """The active path in order, runs and tool-call logs attached, then the archived versions:
+    six queries in all.
+
+    A run's header comes with its first message shown, on the active path or else in a version.
+    """
+    paths = versions.paths(conversation)
+    points = versions.points(conversation)
     runs = list(
         conversation.runs.select_related("created_by")
         .prefetch_related(Prefetch("model_calls", queryset=ModelCall.objects.order_by("step")))
@@ -92,28 +111,56 @@ def transcript(conversation: Conversation) -> Transcript:
         ToolCall.objects.filter(run__conversation=conversation).order_by("step", "position", "id")
     )
     by_message = {(log.message_id, log.call_id): log for log in logs}
-    message_ids = {message.pk for message in messages}
+    message_ids = {message.pk for path in paths for message in path.messages}
     views = {run.pk: RunView(run) for run in runs}
     for log in logs:
         if log.message_id is None or log.message_id not in message_ids:
             views[log.run_id].unlinked.append(log)
-    entries = []
-    shown: set[int] = set()
-    asked: dict[str, CallView] = {}
-    for message in messages:
-        entry = Entry(message)
-        if message.run_id in views and message.run_id not in shown:
-            shown.add(message.run_id)
-            entry.run = views[message.run_id]
-        for value in message.tool_calls or ():
-            call = agent.ToolCall.from_openai(value)
-            view = CallView(call, by_message.get((message.pk, call.id)))
-            entry.calls.append(view)
-            asked[call.id] = view
-        if message.role == Message.Role.TOOL:
-            entry.answers = asked.get(message.tool_call_id) or CallView(
-                agent.ToolCall(id=message.tool_call_id, name="unknown tool"), None
-            )
-        entries.append(entry)
-    unshown = [view for pk, view in views.items() if pk not in shown]
-    return Transcript(entries, unshown, len(logs))
+    sections = _Sections(views, by_message)
+    entries = sections.entries(paths[0])
+    for entry in entries:
+        entry.point = points.get(entry.message.index)
+    archived = {path.version.pk: path.version for path in paths if path.version is not None}
+    listed = []
+    for path in paths:
+        if path.version is None:
+            continue
+        parent = path.version.parent_id
+        parent_version = archived[parent] if parent is not None else None
+        listed.append(VersionView(path.version, parent_version, sections.entries(path)))
+    unshown = [view for pk, view in views.items() if pk not in sections.shown]
+    return Transcript(entries, unshown, len(logs), listed)
+
+
+@dataclass
+class _Sections:
+    """Entries of one path after another; each run's header comes once, with its first entry."""
+
+    views: dict[int, RunView]
+    by_message: dict[tuple[int | None, str], ToolCall]
+    shown: set[int] = field(default_factory=set)
+
+    def entries(self, path: versions.Path) -> list[Entry]:
+        """The path's own messages (an archived version's, or the whole active path); a tool
+        reply answers a call of the whole path."""
+        own = path.version.pk if path.version is not None else None
+        entries = []
+        asked: dict[str, CallView] = {}
+        for message in path.messages:
+            entry = Entry(message)
+            for value in message.tool_calls or ():
+                call = agent.ToolCall.from_openai(value)
+                view = CallView(call, self.by_message.get((message.pk, call.id)))
+                entry.calls.append(view)
+                asked[call.id] = view
+            if message.version_id != own:
+                continue
+            if message.run_id in self.views and message.run_id not in self.shown:
+                self.shown.add(message.run_id)
+                entry.run = self.views[message.run_id]
+            if message.role == Message.Role.TOOL:
+                entry.answers = asked.get(message.tool_call_id) or CallView(
+                    agent.ToolCall(id=message.tool_call_id, name="unknown tool"), None
+                )
+            entries.append(entry)
+        return entries

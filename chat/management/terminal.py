@@ -219,8 +219,12 @@ def run_to_end(
     content: str | None,
     client: ChatClient | None = None,
     printer: RunPrinter | None = None,
+    version_from: int | None = None,
 ) -> Run:
-    """Start a run the way the web does and wait for its end; CommandError when refused."""
+    """Start a run the way the web does and wait for its end; CommandError when refused.
+
+    With `version_from`, the run makes a new version from that message on (see `start_run`).
+    """
 
     async def go() -> Run:
         try:
@@ -230,6 +234,7 @@ def run_to_end(
                 content=content,
                 client=client,
                 listeners=[printer] if printer is not None else [],
+                version_from=version_from,
             )
         except runs.RunRefused as exc:
             if client is not None:

@@ -54,14 +54,18 @@ class ConversationQuerySet(models.QuerySet["Conversation"]):
             total_tokens=_sum(runs, "conversation", "total_tokens"),
         )
 
-    def for_export(self, *, full: bool) -> ConversationQuerySet:
-        """With what export records need, fetched in a fixed number of queries."""
-        conversations = (
-            self.select_related("owner")
-            .with_active_run()
-            .prefetch_related(Prefetch("messages", queryset=Message.objects.active()))
-            .order_by("pk")
-        )
+    def for_export(self, *, full: bool, all_versions: bool = False) -> ConversationQuerySet:
+        """With what export records need, fetched in a fixed number of queries: the active path,
+        or with `full` every message and version.
+
+        With `all_versions` (openai format) messages are not prefetched: `versions.paths` reads
+        each conversation's own, and a prefetch would narrow its query to the active path.
+        """
+        conversations = self.select_related("owner").with_active_run().order_by("pk")
+        if all_versions and not full:
+            return conversations
+        messages = Message.objects.order_by("index", "pk") if full else Message.objects.active()
+        conversations = conversations.prefetch_related(Prefetch("messages", queryset=messages))
         if not full:
             return conversations
         runs = Run.objects.select_related("created_by").prefetch_related(
@@ -69,6 +73,7 @@ class ConversationQuerySet(models.QuerySet["Conversation"]):
             Prefetch("model_calls", queryset=ModelCall.objects.order_by("step", "id")),
         )
         return conversations.prefetch_related(
+            Prefetch("versions", queryset=Version.objects.order_by("index", "number", "pk")),
             Prefetch("runs", queryset=runs.order_by("started_at", "id")),
             Prefetch(
                 "history_repairs", queryset=HistoryRepair.objects.order_by("created_at", "id")

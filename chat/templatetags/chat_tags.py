@@ -4,12 +4,16 @@ text, tool display names."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django import template
+from django.contrib.humanize.templatetags.humanize import naturaltime
 from django.template.loader import render_to_string
+from django.utils.formats import date_format
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
+from django.utils.timezone import localtime
 
 from chat.agent.tools import humanize
 
@@ -57,6 +61,22 @@ def pretty_json(value: Any) -> str:
 @register.filter
 def seconds(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f} s"
+
+
+@register.simple_tag
+def timestamp(moment: datetime | None) -> SafeString:
+    """A moment as `<time>`: relative ("5 minutes ago"), exact on hover and focus. The page's
+    script keeps the relative text current and shows the exact one in the reader's time zone."""
+    if moment is None:
+        return SafeString("")
+    exact = date_format(localtime(moment), "DATETIME_FORMAT")
+    return format_html(
+        '<time class="when" datetime="{}" title="{}" data-exact="{}" tabindex="0">{}</time>',
+        moment.isoformat(),
+        exact,
+        exact,
+        naturaltime(moment),
+    )
 
 
 @register.simple_tag

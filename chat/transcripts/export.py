@@ -12,8 +12,9 @@ from pydantic import BaseModel, ValidationError
 from chat import agent
 from chat.agent import history
 from chat.agent.contracts import validation_text
-from chat.models import Conversation, ConversationQuerySet, Run
+from chat.models import Conversation, ConversationQuerySet, Message, Run, Version
 
+from . import versions
 from .records import (
     ExportRefused,
     FullRecord,
@@ -24,6 +25,7 @@ from .records import (
     RunRecord,
     ToolCallRecord,
     Usage,
+    VersionRecord,
 )
 from .rows import to_chat_messages
 
@@ -45,11 +47,19 @@ def select(
     return conversations
 
 
-def request_messages(conversation: Conversation) -> list[agent.ChatMessage]:
-    """What a run would send before the next user message: prompts, pre-messages, history."""
+def active_rows(conversation: Conversation) -> list[Message]:
+    """The active path, of the messages `for_export` fetched (all of them, or the active ones)."""
+    return [row for row in conversation.messages.all() if row.version_id is None]
+
+
+def request_messages(
+    conversation: Conversation, rows: Iterable[Message] | None = None
+) -> list[agent.ChatMessage]:
+    """What a run on a path (the active one unless `rows` are given) would send before the next
+    user message: prompts, pre-messages, history."""
     parameters = conversation.agent_parameters()
     prompts = [agent.ChatMessage(role="system", content=text) for text in parameters.system_prompts]
-    stored = to_chat_messages(conversation.messages.all())
+    stored = to_chat_messages(active_rows(conversation) if rows is None else rows)
     return [*prompts, *parameters.pre_messages, *stored]
 
 
@@ -58,18 +68,22 @@ def tool_definitions(names: Iterable[str]) -> list[dict[str, Any]]:
     return [definition.to_openai() for definition in agent.default_registry.definitions(names)]
 
 
-def openai_record(conversation: Conversation) -> dict[str, Any]:
-    """The conversation as one strict-valid Chat Completions request: messages and tools.
+def openai_record(conversation: Conversation, path: versions.Path | None = None) -> dict[str, Any]:
+    """The conversation's active path, or `path`, as one strict-valid Chat Completions request:
+    messages and tools.
 
     `tools` is left out when no tool is enabled: strict endpoints reject an empty list. Raises
     ExportRefused when there is nothing to send or the stored history breaks the strict rules.
+    A run in progress changes only the active path: archived versions still export.
     """
-    if not conversation.messages.all():
+    rows = active_rows(conversation) if path is None else path.messages
+    if not rows:
         raise NothingToExport("no messages")
-    if getattr(conversation, "has_active_run", False):
+    archived = path is not None and path.version is not None
+    if not archived and getattr(conversation, "has_active_run", False):
         raise ExportRefused("a run is in progress; export it when it has finished")
     try:
-        messages = request_messages(conversation)
+        messages = request_messages(conversation, rows)
     except ValidationError as exc:
         raise ExportRefused(f"invalid parameters: {validation_text(exc)}") from None
     violations = history.validate(messages)
@@ -86,11 +100,25 @@ def openai_record(conversation: Conversation) -> dict[str, Any]:
 
 
 def full_record(conversation: Conversation) -> dict[str, Any]:
-    """Every field of the conversation and its rows (fetch them with `for_export(full=True)`)."""
-    messages = list(conversation.messages.all())
+    """Every field of the conversation and its rows (fetch them with `for_export(full=True)`).
+
+    Messages come by path: the active one, then each version's in the order of `versions`.
+    """
+    archived = list(conversation.versions.all())
+    version_position = {version.pk: position for position, version in enumerate(archived)}
+    messages = sorted(
+        conversation.messages.all(),
+        key=lambda row: (
+            -1 if row.version_id is None else version_position[row.version_id],
+            row.index,
+        ),
+    )
     runs = list(conversation.runs.all())
     run_position = {run.pk: position for position, run in enumerate(runs)}
-    message_index = {message.pk: message.index for message in messages}
+    message_place: dict[int | None, tuple[int | None, int]] = {
+        message.pk: (_position(version_position, message.version_id), message.index)
+        for message in messages
+    }
     record = FullRecord(
         id=conversation.pk,
         owner=conversation.owner.get_username(),
@@ -104,11 +132,17 @@ def full_record(conversation: Conversation) -> dict[str, Any]:
             total_tokens=sum(run.total_tokens for run in runs),
         ),
         tools=tool_definitions((conversation.parameters or {}).get("enabled_tools") or ()),
+        versions=[_version_record(version, version_position) for version in archived],
         messages=[
-            _record(MessageRecord, message, run=_position(run_position, message.run_id))
+            _record(
+                MessageRecord,
+                message,
+                run=_position(run_position, message.run_id),
+                version=message_place[message.pk][0],
+            )
             for message in messages
         ],
-        runs=[_run_record(run, message_index) for run in runs],
+        runs=[_run_record(run, message_place) for run in runs],
         history_repairs=[
             _record(HistoryRepairRecord, repair, run=_position(run_position, repair.run_id))
             for repair in conversation.history_repairs.all()
@@ -117,15 +151,21 @@ def full_record(conversation: Conversation) -> dict[str, Any]:
     return record.model_dump(mode="json")
 
 
-def _run_record(run: Run, message_index: dict[int, int]) -> RunRecord:
+def _version_record(version: Version, positions: dict[int, int]) -> VersionRecord:
+    return _record(VersionRecord, version, parent=_position(positions, version.parent_id))
+
+
+def _run_record(run: Run, message_place: dict[int | None, tuple[int | None, int]]) -> RunRecord:
+    """The run's record; a tool call's message is named by (version position, index)."""
+    tool_calls = []
+    for call in run.tool_calls.all():
+        version, index = message_place.get(call.message_id, (None, None))
+        tool_calls.append(_record(ToolCallRecord, call, message=index, message_version=version))
     return _record(
         RunRecord,
         run,
         created_by=run.created_by.get_username() if run.created_by else None,
-        tool_calls=[
-            _record(ToolCallRecord, call, message=_position(message_index, call.message_id))
-            for call in run.tool_calls.all()
-        ],
+        tool_calls=tool_calls,
         model_calls=[_record(ModelCallRecord, call) for call in run.model_calls.all()],
     )
 
@@ -142,14 +182,21 @@ def _record[R: BaseModel](kind: type[R], row: Model, **references: Any) -> R:
 
 
 def records(
-    conversations: Iterable[Conversation], *, full: bool
-) -> Iterator[tuple[Conversation, dict[str, Any] | ExportRefused]]:
-    """Each conversation with its record, or why it has none (openai format only)."""
+    conversations: Iterable[Conversation], *, full: bool, all_versions: bool = False
+) -> Iterator[tuple[Conversation, Version | None, dict[str, Any] | ExportRefused]]:
+    """Each conversation with its record, or why it has none (openai format only).
+
+    With `all_versions` (openai format), a record for every path: the active one (version
+    None) first, then each archived version's, as `versions.paths` orders them.
+    """
     for conversation in conversations:
         if full:
-            yield conversation, full_record(conversation)
+            yield conversation, None, full_record(conversation)
             continue
-        try:
-            yield conversation, openai_record(conversation)
-        except ExportRefused as exc:
-            yield conversation, exc
+        paths = versions.paths(conversation) if all_versions else [None]
+        for path in paths:
+            try:
+                record: dict[str, Any] | ExportRefused = openai_record(conversation, path)
+            except ExportRefused as exc:
+                record = exc
+            yield conversation, path.version if path else None, record

@@ -10,10 +10,20 @@ from django.db import transaction
 
 from chat import agent
 from chat.agent import history
-from chat.models import Conversation, HistoryRepair, Message, ModelCall, Run, ToolCall, title_from
+from chat.models import (
+    Conversation,
+    HistoryRepair,
+    Message,
+    ModelCall,
+    Run,
+    ToolCall,
+    Version,
+    title_from,
+)
 
+from . import versions
 from .records import FullRecord, ImportRefused, NoOwner, OpenAIRecord
-from .rows import append_messages, create_as_recorded
+from .rows import append_messages, create_as_recorded, to_chat_messages
 
 
 def import_record(
@@ -74,14 +84,6 @@ def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation
             raise ImportRefused(f"no user named {name!r} (a run's created_by)")
         return users[name]
 
-    warnings = []
-    violations = history.validate(
-        record.history(), allow_trailing_pending=bool(record.runs_in_progress())
-    )
-    if violations:
-        warnings.append(
-            f"the history breaks the strict rules ({violations[0]}); run validate_transcripts --fix"
-        )
     with transaction.atomic():
         conversation = Conversation.objects.create(
             owner=owner, title=record.title, parameters=record.parameters
@@ -98,24 +100,33 @@ def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation
             ],
             "started_at",
         )
+        archived = _create_versions(conversation, record)
         messages = create_as_recorded(
             Message,
             [
                 Message(
                     conversation=conversation,
                     run=runs[message.run] if message.run is not None else None,
-                    **message.model_dump(exclude={"run"}),
+                    version=archived[message.version] if message.version is not None else None,
+                    **message.model_dump(exclude={"run", "version"}),
                 )
                 for message in record.messages
             ],
             "created_at",
         )
-        by_index = {message.index: message for message in messages}
+        by_place = {
+            (message.version, message.index): row
+            for message, row in zip(record.messages, messages, strict=True)
+        }
         ToolCall.objects.bulk_create(
             ToolCall(
                 run=row,
-                message=by_index[call.message] if call.message is not None else None,
-                **call.model_dump(exclude={"message"}),
+                message=(
+                    by_place[call.message_version, call.message]
+                    if call.message is not None
+                    else None
+                ),
+                **call.model_dump(exclude={"message", "message_version"}),
             )
             for row, run in zip(runs, record.runs, strict=True)
             for call in run.tool_calls
@@ -139,7 +150,45 @@ def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation
             created_at=record.created_at, updated_at=record.updated_at
         )
     conversation.refresh_from_db()
-    return conversation, warnings
+    return conversation, _broken_paths(conversation, pending=bool(record.runs_in_progress()))
+
+
+def _create_versions(conversation: Conversation, record: FullRecord) -> list[Version]:
+    """The record's versions, in its order; parents are set once all exist, as a parent may
+    come later in the list."""
+    rows = create_as_recorded(
+        Version,
+        [
+            Version(conversation=conversation, **version.model_dump(exclude={"parent"}))
+            for version in record.versions
+        ],
+        "created_at",
+    )
+    children = []
+    for row, version in zip(rows, record.versions, strict=True):
+        if version.parent is not None:
+            row.parent = rows[version.parent]
+            children.append(row)
+    Version.objects.bulk_update(children, ["parent"], batch_size=500)
+    return rows
+
+
+def _broken_paths(conversation: Conversation, *, pending: bool) -> list[str]:
+    """A warning for each path of an imported conversation that breaks the strict rules (the
+    active one may end on calls a run in progress is answering, when `pending`)."""
+    warnings = []
+    for path in versions.paths(conversation):
+        active = path.version is None
+        violations = history.validate(
+            to_chat_messages(path.messages), allow_trailing_pending=pending and active
+        )
+        if violations:
+            where = "" if active else f"{path.version}: "
+            warnings.append(
+                f"{where}the history breaks the strict rules ({violations[0]}); "
+                "run validate_transcripts --fix"
+            )
+    return warnings
 
 
 def _users(names: Iterable[str]) -> dict[str, User]:

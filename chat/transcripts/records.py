@@ -4,11 +4,13 @@ Two formats:
 
 - `openai`: `{"messages": [...], "tools": [...]}`, exactly what a strict Chat Completions endpoint
   accepts (replay, fine-tuning). System prompts and pre-messages come first, as a run sends them.
-- `full`: every field of the conversation, its messages, runs, tool-call logs, model calls and
-  history repairs, with original timestamps; users by username. Rows refer to each other by
-  position (a message's run is its place in `runs`, a tool call's message is the message's
-  `index`), so a record holds no database id but its own informational `id`, and an import
-  exported again gives the same record.
+- `full`: every field of the conversation, its versions, messages, runs, tool-call logs, model
+  calls and history repairs, with original timestamps; users by username. Rows refer to each
+  other by position (a message's run is its place in `runs`, its version its place in
+  `versions`, null on the active path; a version's parent is another's place; a tool call's
+  message is the message's `index` within `message_version`), so a record holds no database id
+  but its own informational `id`, and an import exported again gives the same record. Format
+  version 1 had no versions: its messages are all on the active path, and it still imports.
 
 Both read messages alike (`limits`): content parts joined, tool calls in the OpenAI shape, the
 same bounds on an imported line.
@@ -53,7 +55,7 @@ from .limits import (
 )
 
 FULL_FORMAT: Final = "agentlab.full"
-FULL_VERSION: Final = 1
+FULL_VERSION: Final = 2
 
 Total = Annotated[int, Field(ge=0)]
 
@@ -129,8 +131,18 @@ def _chat_message(
     )
 
 
+class VersionRecord(_Record):
+    """An archived version: its parent's path (or the active) before `index`, then its own."""
+
+    index: Count
+    number: Annotated[Count, Field(ge=1)]
+    parent: Count | None = None
+    created_at: Timestamp
+
+
 class MessageRecord(_Record):
     index: Count
+    version: Count | None = None
     run: Count | None = None
     role: Role
     content: Content = None
@@ -149,9 +161,16 @@ class MessageRecord(_Record):
             self.role, self.content, self.tool_calls, self.tool_call_id, self.reasoning
         )
 
+    @property
+    def name(self) -> str:
+        """How a refusal names it: by index, and by version when it is archived."""
+        where = "" if self.version is None else f"versions.{self.version}, "
+        return f"{where}message {self.index}"
+
 
 class ToolCallRecord(_Record):
     message: Count | None = None
+    message_version: Count | None = None
     step: Count = 0
     position: Count = 0
     call_id: Name
@@ -219,7 +238,7 @@ class FullRecord(_Record):
     """One conversation in the `full` format. `usage` and `tools` are derived, for readers."""
 
     format: Literal["agentlab.full"] = FULL_FORMAT
-    version: Literal[1] = FULL_VERSION
+    version: Literal[1, 2] = FULL_VERSION
     id: int | None = None
     owner: Name
     title: Name = ""
@@ -228,6 +247,7 @@ class FullRecord(_Record):
     updated_at: Timestamp
     usage: Usage = Usage()
     tools: Annotated[list[dict[str, Any]], PARTS] = []
+    versions: Annotated[list[VersionRecord], ROWS] = []
     messages: Annotated[list[MessageRecord], ROWS] = []
     runs: Annotated[list[RunRecord], ROWS] = []
     history_repairs: Annotated[list[HistoryRepairRecord], ROWS] = []
@@ -235,30 +255,53 @@ class FullRecord(_Record):
     @model_validator(mode="after")
     def _references_resolve(self) -> Self:
         agent.AgentParameters.from_stored(self.parameters)
-        indexes = [message.index for message in self.messages]
-        if len(set(indexes)) != len(indexes):
-            raise ValueError("messages: two messages share an index")
+        self._versions_resolve()
+        keys = [(message.version, message.index) for message in self.messages]
+        if len(set(keys)) != len(keys):
+            raise ValueError("messages: two messages of one path share an index")
         runs = len(self.runs)
         for message in self.messages:
             if message.run is not None and message.run >= runs:
-                raise ValueError(f"message {message.index}: no run {message.run}")
+                raise ValueError(f"{message.name}: no run {message.run}")
+            version = message.version
+            if version is not None and version >= len(self.versions):
+                raise ValueError(f"{message.name}: no version {version}")
+            if version is not None and message.index < self.versions[version].index:
+                raise ValueError(f"{message.name}: before its version starts")
         for repair in self.history_repairs:
             if repair.run is not None and repair.run >= runs:
                 raise ValueError(f"history repair: no run {repair.run}")
-        known = set(indexes)
+        known = set(keys)
         for position, run in enumerate(self.runs):
             for call in run.tool_calls:
-                if call.message is not None and call.message not in known:
+                wanted = (call.message_version, call.message)
+                if wanted != (None, None) and wanted not in known:
                     raise ValueError(f"runs.{position}: tool call {call.call_id!r}: no message")
         if len(self.runs_in_progress()) > 1:
             raise ValueError("runs: more than one run in progress")
         return self
 
+    def _versions_resolve(self) -> None:
+        """Parents exist and start before their children (so make no loop); numbers are unique."""
+        if self.version == 1 and self.versions:
+            raise ValueError("versions need format version 2")
+        places: set[tuple[int | None, int, int]] = set()
+        for position, version in enumerate(self.versions):
+            parent = version.parent
+            if parent is not None and parent >= len(self.versions):
+                raise ValueError(f"versions.{position}: no version {parent} (its parent)")
+            if parent is not None and self.versions[parent].index >= version.index:
+                raise ValueError(f"versions.{position}: its parent does not start before it")
+            place = (parent, version.index, version.number)
+            if place in places:
+                raise ValueError(f"versions.{position}: another version has its number here")
+            places.add(place)
+
     @model_validator(mode="after")
     def _long_results_folded(self, info: ValidationInfo) -> Self:
         for message in self.messages:
             if message.role == "tool" and message.content:
-                where = f"message {message.index}: tool result"
+                where = f"{message.name}: tool result"
                 message.content = folded(message.content, where, info)
         for position, run in enumerate(self.runs):
             for call in run.tool_calls:
@@ -268,9 +311,6 @@ class FullRecord(_Record):
 
     def runs_in_progress(self) -> list[RunRecord]:
         return [run for run in self.runs if run.status == RunStatus.IN_PROGRESS]
-
-    def history(self) -> list[agent.ChatMessage]:
-        return [message.value() for message in sorted(self.messages, key=lambda m: m.index)]
 
 
 class OpenAIMessage(BaseModel):

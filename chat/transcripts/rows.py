@@ -10,7 +10,9 @@ from django.db.models import Model
 
 from chat import agent
 from chat.agent import history
-from chat.models import Conversation, HistoryRepair, Message, Run
+from chat.models import Conversation, HistoryRepair, Message, Run, Version
+
+from . import versions
 
 
 def to_chat_message(row: Message) -> agent.ChatMessage:
@@ -89,25 +91,35 @@ def tool_reply(reason: str) -> Callable[[agent.ToolCall], str]:
 
 @transaction.atomic
 def repair_conversation(
-    conversation: Conversation, *, reason: str, run: Run | None = None
+    conversation: Conversation,
+    *,
+    reason: str,
+    run: Run | None = None,
+    version: Version | None = None,
 ) -> tuple[int, int]:
     """Make the stored transcript strict-valid with the history passes.
 
     Answers dangling tool calls with a reply naming `reason` and drops orphan tool messages;
     a HistoryRepair row records what changed. Returns (messages added, messages removed).
+
+    The active path, or with `version` that archived version's path: the passes see all of it,
+    but only the version's own rows change, as the messages before it belong to other paths
+    too (a change the passes would make there is left to the path that owns them).
     """
     Conversation.objects.select_for_update().filter(pk=conversation.pk).exists()
-    rows = list(conversation.messages.select_for_update().active())
+    before, rows, start = _path_rows(conversation, version)
     values = to_chat_messages(rows)
-    repaired = history.repair(values, reply=tool_reply(reason))
+    context = to_chat_messages(before)
+    repaired = _own_part(history.repair([*context, *values], reply=tool_reply(reason)), context)
     kept = {id(value) for value in repaired}
     removed = [row.pk for row, value in zip(rows, values, strict=True) if id(value) not in kept]
     row_for = {id(value): row for row, value in zip(rows, values, strict=True)}
     added = [value for value in repaired if id(value) not in row_for]
     if not removed and not added:
         return 0, 0
+    context_rows = {id(value): row for row, value in zip(before, context, strict=True)}
     Message.objects.filter(pk__in=removed).delete()
-    # Renumber above the current range first so the unique (conversation, index) holds throughout.
+    # Renumber above the current range first so the path's unique index holds throughout.
     offset = (rows[-1].index + 1) if rows else 0
     survivors = [row_for[id(value)] for value in repaired if id(value) in row_for]
     for row in survivors:
@@ -117,25 +129,28 @@ def repair_conversation(
     for position, value in enumerate(repaired):
         kept_row = row_for.get(id(value))
         if kept_row is None:
-            run_id = _run_of_preceding(repaired, position, row_for)
+            run_id = _run_of_preceding(
+                [*context, *repaired], len(context) + position, {**row_for, **context_rows}
+            )
             new_rows.append(
                 Message(
                     conversation=conversation,
-                    index=position,
+                    index=start + position,
                     run_id=run_id,
+                    version=version,
                     **message_fields(value),
                 )
             )
         else:
-            kept_row.index = position
+            kept_row.index = start + position
     Message.objects.bulk_update(survivors, ["index"])
     Message.objects.bulk_create(new_rows)
     HistoryRepair.objects.create(
         conversation=conversation,
         run=run,
-        reason=reason,
+        reason=reason if version is None else f"{reason} ({version})",
         added=[
-            {"index": position, **value.to_openai()}
+            {"index": start + position, **value.to_openai()}
             for position, value in enumerate(repaired)
             if id(value) not in row_for
         ],
@@ -156,3 +171,29 @@ def _run_of_preceding(
         if row is not None:
             return row.run_id
     return None
+
+
+def _path_rows(
+    conversation: Conversation, version: Version | None
+) -> tuple[list[Message], list[Message], int]:
+    """The rows of a path before its own ones, its own rows, and the index its own rows start at
+    (the conversation is locked, so no other process changes them)."""
+    if version is None:
+        return [], list(conversation.messages.select_for_update().active()), 0
+    path = next((p for p in versions.paths(conversation) if p.version == version), None)
+    if path is None:
+        raise ValueError(f"{version} is not a version of conversation {conversation.pk}")
+    own = [row for row in path.messages if row.version_id == version.pk]
+    return path.messages[: len(path.messages) - len(own)], own, version.index
+
+
+def _own_part(
+    repaired: list[agent.ChatMessage], context: Sequence[agent.ChatMessage]
+) -> list[agent.ChatMessage]:
+    """What follows the last kept message of `context` in a repaired path: the path's own part,
+    with a reply to a call that ends `context` (the first message the path may add)."""
+    if not context:
+        return repaired
+    ids = {id(value) for value in context}
+    last = max((p for p, value in enumerate(repaired) if id(value) in ids), default=-1)
+    return repaired[last + 1 :]

@@ -177,6 +177,45 @@
     pill.setAttribute("aria-expanded", "true");
     if (panel) panel.hidden = false;
   });
+  // Times: relative ("5 minutes ago"), kept current; exact in the reader's time zone on hover
+  // and focus.
+  var relative = window.Intl && Intl.RelativeTimeFormat ? new Intl.RelativeTimeFormat(undefined, { numeric: "auto" }) : null;
+  var exact = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeStyle: "short" });
+  var units = [["year", 31536000], ["month", 2592000], ["week", 604800], ["day", 86400], ["hour", 3600], ["minute", 60]];
+  function ago(date) {
+    var seconds = (date.getTime() - Date.now()) / 1000;
+    if (Math.abs(seconds) < 45) return "just now";
+    for (var i = 0; i < units.length; i++) {
+      if (Math.abs(seconds) >= units[i][1] || units[i][0] === "minute") {
+        return relative.format(Math.round(seconds / units[i][1]), units[i][0]);
+      }
+    }
+  }
+  function times(root) {
+    if (!relative) return;
+    (root || document).querySelectorAll("time.when").forEach(function (el) {
+      var date = new Date(el.getAttribute("datetime"));
+      if (isNaN(date)) return;
+      el.textContent = ago(date);
+      el.title = el.dataset.exact = exact.format(date);
+    });
+  }
+  setInterval(times, 60000);
+
+  // The Details toggle of replies remembers the reader's choice for new replies and pages.
+  var DETAILS = "agentlab.details";
+  function remembered(root) {
+    var open = false;
+    try { open = localStorage.getItem(DETAILS) === "open"; } catch (e) { /* storage off */ }
+    (root || document).querySelectorAll("details[data-remember]").forEach(function (el) { el.open = open; });
+  }
+  document.addEventListener("toggle", function (event) {
+    var el = event.target;
+    if (!el.matches || !el.matches("details[data-remember]") || !event.isTrusted) return;
+    try { localStorage.setItem(DETAILS, el.open ? "open" : "closed"); } catch (e) { /* storage off */ }
+  }, true);
+  document.addEventListener("DOMContentLoaded", function () { times(); remembered(); });
+  document.addEventListener("htmx:load", function (event) { times(event.target); remembered(event.target); });
   document.addEventListener("htmx:wsAfterSend", function (event) {
     if (event.target && event.target.id === "composer") stick = true;
   });

@@ -200,6 +200,8 @@ def test_inspect_toggle_shows_the_wire(page: Page, live_server_url: str, login: 
     open_conversation(page, live_server_url, conversation)
     send(page, "what time is it?")
     reply = page.locator(".message.assistant:not(.streaming)").last
+    expect(reply.locator(".run-details")).not_to_have_attribute("open", "")  # compact at first
+    reply.locator(".run-details > summary").click()
     expect(reply.locator(".timeline .timeline-step")).to_have_count(2, timeout=10000)
     expect(reply.locator(".timeline")).to_contain_text("Get current time")
 
@@ -220,6 +222,7 @@ def test_inspect_toggle_shows_the_wire(page: Page, live_server_url: str, login: 
 
     page.reload()
     reply = page.locator(".message.assistant").last
+    expect(reply.locator(".run-details")).to_have_attribute("open", "")  # the choice is kept
     reply.locator(".inspect > summary").click()
     expect(reply.locator(".inspect-step")).to_have_count(2)
 
@@ -235,6 +238,7 @@ def test_the_console_stays_clean_through_a_session(
     open_conversation(page, live_server_url, conversation)
     send(page, "What time is it? Also search the cards for pills")
     expect(page.locator(".message.assistant .pill")).to_have_count(2, timeout=15000)
+    page.locator(".run-details > summary").first.click()
     page.get_by_text("Inspect").first.click()
     expect(page.locator(".inspector").first).to_be_visible()
     page.reload()

@@ -56,9 +56,10 @@ DANGERS = """() => {
   const never = ["script", "img", "svg", "iframe", "object", "embed", "math", "style", "form"];
   for (const el of transcript.querySelectorAll("*")) {
     const tag = el.tagName.toLowerCase();
-    // Our own icons (templates/chat/icon-*.html): nh3 strips any <svg> a model writes.
-    const icon = el.closest("svg.icon[aria-hidden=true]");
-    if (never.includes(tag) && !icon) found.push(el.outerHTML.slice(0, 80));
+    // Our own icons (templates/chat/icon-*.html): nh3 strips any <svg> a model writes; our own
+    // edit forms (templates/chat/conversation.html): the sanitiser keeps no form.
+    const own = el.closest("svg.icon[aria-hidden=true], .message.user > form.edit-form");
+    if (never.includes(tag) && !own) found.push(el.outerHTML.slice(0, 80));
     for (const attr of el.attributes) {
       const url = attr.value.replace(/[\\x00-\\x20]/g, "").toLowerCase();
       if (attr.name.startsWith("on") || attr.name === "srcdoc") found.push(tag + " " + attr.name);

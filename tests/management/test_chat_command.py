@@ -11,7 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import CommandError, call_command
 
 from chat.agent import history
-from chat.models import Conversation, ModelCall, ProviderProfile, Run, ToolCall
+from chat.models import Conversation, ModelCall, ProviderProfile, Run, ToolCall, Version
 from chat.testing.openai_script import error, text_turn, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer
 from chat.transcripts import load_history
@@ -220,3 +220,58 @@ def test_a_failing_provider_is_retried_as_progress_and_its_reason_said_once(
     ]
     said = out.getvalue() + err.getvalue() + str(refused.value)
     assert said.count("upstream is down") == 1
+
+
+def active_texts(conversation_id: int) -> list[tuple[str, str | None]]:
+    conversation = Conversation.objects.get(pk=conversation_id)
+    return [(m.role, m.content) for m in conversation.messages.active()]
+
+
+def test_edit_and_regenerate_make_versions(fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.enqueue(text_turn("Hi."), text_turn("Hello, edited."), text_turn("Hello again."))
+    base = ["--base-url", fake_openai.base_url, "--model", "m"]
+    out, _ = chat("hello", *base, "--json")
+    conversation = str(json.loads(out)["conversation"])
+
+    out, _ = chat("hello, edited", "--conversation", conversation, "--edit", "0", *base, "--json")
+
+    assert json.loads(out)["version"] == {"index": 0, "number": 2, "total": 2}
+    assert active_texts(int(conversation)) == [
+        ("user", "hello, edited"),
+        ("assistant", "Hello, edited."),
+    ]
+    (first,) = Version.objects.filter(conversation_id=conversation)
+    assert (first.index, first.number) == (0, 1)
+    assert [m.content for m in first.messages.order_by("index")] == ["hello", "Hi."]
+
+    out, _ = chat("--conversation", conversation, "--regenerate", *base)
+
+    assert "version 3 of 3 from message 0" in out and "Hello again." in out
+    assert active_texts(int(conversation)) == [
+        ("user", "hello, edited"),
+        ("assistant", "Hello again."),
+    ]
+    assert Version.objects.filter(conversation_id=conversation).count() == 2
+    sent = [m["content"] for m in fake_openai.requests[-1].body["messages"]]
+    assert sent == ["hello, edited"]
+
+
+def test_version_options_are_refused_with_one_clear_line() -> None:
+    out, _ = chat("hello", "--json")
+    conversation = str(json.loads(out)["conversation"])
+    refusals = [
+        (["new", "--conversation", conversation, "--edit", "1"], "Message 1 is not a user message"),
+        (["new", "--conversation", conversation, "--edit", "7"], "There is no message 7"),
+        (["new", "--edit", "0"], "--edit makes a version of a conversation: give --conversation"),
+        (["--regenerate"], "--regenerate makes a version of a conversation"),
+        (["new", "--conversation", conversation, "--edit", "0", "--regenerate"], "exclude each"),
+        (["again", "--conversation", conversation, "--regenerate"], "give no message"),
+        (["--conversation", conversation, "--edit", "0"], "--edit N needs the new text"),
+        (["--conversation", conversation], "Give the message to send"),
+    ]
+    for args, reason in refusals:
+        with pytest.raises(CommandError) as refused:
+            chat(*args)
+        assert reason in str(refused.value) and "\n" not in str(refused.value), args
+    assert Run.objects.count() == 1 and not Version.objects.exists()
+    assert len(active_texts(int(conversation))) == 2

@@ -6,11 +6,13 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import transaction
 
 from chat import transcripts
 from chat.agent import ChatMessage, history
-from chat.models import Conversation, HistoryRepair, Run
+from chat.models import Conversation, HistoryRepair, Message, Run, Version
 from chat.testing import factories as make
+from chat.transcripts import versions
 
 pytestmark = pytest.mark.django_db
 
@@ -129,3 +131,70 @@ def test_one_conversation_and_an_unknown_one() -> None:
     assert "Checked 1 conversation(s): 2 violation(s)" in out
     with pytest.raises(CommandError, match="No conversation 999"):
         validate("--conversation", "999")
+
+
+def archived(conversation: Conversation, index: int, *continuation: ChatMessage) -> Version:
+    """Archive the active path from `index` on, continuing it with `continuation`."""
+    with transaction.atomic():
+        version = versions.archive_from(conversation, index)
+        transcripts.append_messages(conversation, continuation)
+    return version
+
+
+def rows(conversation: Conversation, version: Version | None) -> list[tuple[int, str, str]]:
+    found = conversation.messages.filter(version=version).order_by("index")
+    return [(m.index, m.role, m.tool_call_id) for m in found]
+
+
+def test_an_archived_path_is_reported_and_fixed_without_touching_the_active_one() -> None:
+    bad = broken()
+    version = archived(bad, 1, ChatMessage(role="assistant", content="fine"))
+    active = list(bad.messages.active().values_list("pk", "index", "content"))
+
+    out, _ = failing()
+
+    where = f"conversation {bad.pk} version 1 from message 1"
+    assert f"{where}, message 1: unanswered_tool_call: tool call 'b'" in out
+    assert f"{where}, message 3: orphan_tool_message: tool_call_id 'z'" in out
+    assert f"conversation {bad.pk} message" not in out
+
+    out = validate("--fix")
+
+    assert f"{where}: fixed: added 1 tool reply(ies), removed 1 message(s)" in out
+    assert out.rstrip().endswith("2 violation(s) in 1 conversation(s); fixed 2.")
+    assert rows(bad, version) == [
+        (1, "assistant", ""),
+        (2, "tool", "a"),
+        (3, "tool", "b"),
+        (4, "assistant", ""),
+    ]
+    assert list(bad.messages.active().values_list("pk", "index", "content")) == active
+    for path in versions.paths(bad):
+        assert history.validate(transcripts.to_chat_messages(path.messages)) == []
+    repair = HistoryRepair.objects.get(conversation=bad)
+    assert repair.reason == "validate_transcripts --fix (version 1 from message 1)"
+    assert [m["index"] for m in repair.added] == [3]
+    assert validate().rstrip() == "Checked 1 conversation(s): 0 violation(s)."
+
+
+def test_a_version_is_fixed_in_its_own_rows_when_the_break_is_where_it_starts() -> None:
+    """The version starts right after a call its parent answers: the reply goes first in the
+    version, the active path keeps every row."""
+    made = stored(
+        ChatMessage(role="user", content="q"),
+        asking("a"),
+        REPLY_A,
+        ChatMessage(role="assistant", content="done"),
+    )
+    version = archived(made, 2, REPLY_A, ChatMessage(role="assistant", content="again"))
+    Message.objects.filter(version=version, role="tool").delete()
+    Message.objects.filter(version=version).update(index=2)
+    before = list(made.messages.active().values_list("pk", "index"))
+
+    out = validate("--fix")
+
+    assert f"conversation {made.pk} version 1 from message 2: fixed: added 1" in out
+    assert rows(made, version) == [(2, "tool", "a"), (3, "assistant", "")]
+    added = Message.objects.get(version=version, index=2)
+    assert added.run_id is None and "validate_transcripts --fix" in (added.content or "")
+    assert list(made.messages.active().values_list("pk", "index")) == before

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -19,14 +20,30 @@ from chat.management.terminal import (
     user_named,
 )
 from chat.models import Conversation
+from chat.transcripts import versions
 
 
 class Command(BaseCommand):
-    help = "Send one message to the agent, stream the reply, and store the conversation."
+    help = (
+        "Send one message to the agent, stream the reply, and store the conversation. With "
+        "--edit N, the message replaces user message N of --conversation as a new version; with "
+        "--regenerate, the last user message is sent again for a new version of its reply."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("message", help="The user message.")
+        parser.add_argument("message", nargs="?", help="The user message (none with --regenerate).")
         parser.add_argument("--conversation", type=int, help="Continue this conversation (id).")
+        parser.add_argument(
+            "--edit",
+            type=int,
+            metavar="N",
+            help="Edit and resend user message N (its index in the admin) as a new version.",
+        )
+        parser.add_argument(
+            "--regenerate",
+            action="store_true",
+            help="Send the last user message again: a new version of the last reply.",
+        )
         parser.add_argument(
             "--user", help="Owner of a new conversation (default: 'cli', created if missing)."
         )
@@ -51,7 +68,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        conversation = self._conversation(options)
+        _check_arguments(options)
+        conversation, parameters = self._conversation(options)
+        version_from = _version_from(conversation, options)
+        self._configure(conversation, parameters, options)
         target = runs.endpoint(
             conversation.profile,
             model=conversation.agent_parameters().model,
@@ -69,12 +89,18 @@ class Command(BaseCommand):
             content=options["message"],
             client=client,
             printer=None if options["json"] else RunPrinter(self.stdout, self.stderr),
+            version_from=version_from,
         )
+        point = None if version_from is None else versions.points(conversation).get(version_from)
         if options["json"]:
-            self.stdout.write(json.dumps(run_summary(run), ensure_ascii=False, indent=2))
+            summary = {**run_summary(run), "version": asdict(point) if point else None}
+            self.stdout.write(json.dumps(summary, ensure_ascii=False, indent=2))
+        elif point is not None:
+            self.stdout.write(f"version {point.number} of {point.total} from message {point.index}")
         finish(run, label=client.label, stdout=self.stdout, as_json=options["json"])
 
-    def _conversation(self, options: dict[str, Any]) -> Conversation:
+    def _conversation(self, options: dict[str, Any]) -> tuple[Conversation, agent.AgentParameters]:
+        """The conversation to continue, or a new one (not saved yet), and its settings."""
         if options["conversation"] is not None:
             try:
                 conversation = Conversation.objects.select_related("owner", "profile").get(
@@ -86,11 +112,17 @@ class Command(BaseCommand):
                 raise CommandError(
                     f"Conversation {conversation.pk} does not belong to {options['user']!r}."
                 )
-            parameters = conversation.agent_parameters()
-        else:
-            owner = user_named(options["user"] or "cli", create=not options["user"])
-            conversation = Conversation(owner=owner)
-            parameters = agent.AgentParameters()
+            return conversation, conversation.agent_parameters()
+        owner = user_named(options["user"] or "cli", create=not options["user"])
+        return Conversation(owner=owner), agent.AgentParameters()
+
+    def _configure(
+        self,
+        conversation: Conversation,
+        parameters: agent.AgentParameters,
+        options: dict[str, Any],
+    ) -> None:
+        """Apply the settings options to the conversation and save it."""
         changes: dict[str, Any] = {}
         if options["all_tools"]:
             changes["enabled_tools"] = agent.default_registry.names()
@@ -110,4 +142,34 @@ class Command(BaseCommand):
             raise CommandError(validation_text(exc)) from None
         conversation.set_agent_parameters(parameters)
         conversation.save()
-        return conversation
+
+
+def _check_arguments(options: dict[str, Any]) -> None:
+    """The message and the version options go together as one of: a message; --edit N with a
+    message; --regenerate without one. Versions are made in an existing --conversation."""
+    editing, regenerating = options["edit"] is not None, options["regenerate"]
+    if editing and regenerating:
+        raise CommandError("--edit and --regenerate exclude each other: choose one.")
+    if (editing or regenerating) and options["conversation"] is None:
+        flag = "--edit" if editing else "--regenerate"
+        raise CommandError(f"{flag} makes a version of a conversation: give --conversation ID.")
+    if regenerating and options["message"] is not None:
+        raise CommandError("--regenerate sends the last user message again: give no message.")
+    if editing and options["message"] is None:
+        raise CommandError("--edit N needs the new text: give it as the message.")
+    if not regenerating and options["message"] is None:
+        raise CommandError("Give the message to send (or --regenerate).")
+
+
+def _version_from(conversation: Conversation, options: dict[str, Any]) -> int | None:
+    """The message index the new version starts at, checked before anything is written (the
+    run checks it again under the conversation's lock)."""
+    if options["edit"] is None and not options["regenerate"]:
+        return None
+    rows = list(conversation.messages.active())
+    try:
+        if options["regenerate"]:
+            return versions.last_start(rows).index
+        return versions.start_of(rows, options["edit"], edit=True).index
+    except versions.VersionRefused as exc:
+        raise CommandError(str(exc)) from None

@@ -19,13 +19,20 @@ class Command(BaseCommand):
         "Write conversations as JSON Lines, one object per conversation, on stdout or to --output. "
         "--format openai (default): {messages, tools}, exactly what a strict OpenAI-compatible "
         "endpoint accepts; conversations whose history breaks the strict rules are reported on "
-        "stderr and left out (fix them with validate_transcripts --fix). --format full: every "
-        "field of the conversation, runs, tool-call logs and model calls, for import_transcripts. "
-        "Progress and the summary go to stderr. Exit status 1 when a conversation was left out."
+        "stderr and left out (fix them with validate_transcripts --fix). With --all-versions, one "
+        "such line per version path: the active one, then each archived version. --format full: "
+        "every field of the conversation, versions, runs, tool-call logs and model calls, for "
+        "import_transcripts. Progress and the summary go to stderr. Exit status 1 when a "
+        "conversation or a version was left out."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--format", choices=["openai", "full"], default="openai")
+        parser.add_argument(
+            "--all-versions",
+            action="store_true",
+            help="openai format: a line for every version path, not only the active one.",
+        )
         parser.add_argument("--user", metavar="NAME", help="Only this user's conversations.")
         parser.add_argument(
             "--since",
@@ -49,21 +56,30 @@ class Command(BaseCommand):
             raise CommandError(f"No conversation {wanted}.")
         conversations = export.select(user=user, since=since, conversation=wanted)
         full = options["format"] == "full"
+        all_versions = options["all_versions"]
+        if full and all_versions:
+            raise CommandError("--all-versions is for the openai format: full has every version.")
+        things = "version path(s)" if all_versions else "conversation(s)"
         show = options["progress"] if options["progress"] is not None else self.stderr.isatty()
         progress = Progress(self.stderr, total=conversations.count(), enabled=show)
         output = self._open(options["output"])
         written, skipped, empty = 0, 0, 0
         try:
-            rows = conversations.for_export(full=full).iterator(chunk_size=100)
-            for conversation, record in export.records(rows, full=full):
-                progress.advance()
+            fetched = conversations.for_export(full=full, all_versions=all_versions)
+            rows = fetched.iterator(chunk_size=100)
+            for conversation, version, record in export.records(
+                rows, full=full, all_versions=all_versions
+            ):
+                if version is None:  # a conversation's first record: its active path
+                    progress.advance()
                 if isinstance(record, NothingToExport):
                     empty += 1
                     continue
                 if isinstance(record, ExportRefused):
                     skipped += 1
                     progress.interrupt()
-                    self.stderr.write(f"conversation {conversation.pk}: left out: {record}")
+                    name = f"conversation {conversation.pk}" + (f" {version}" if version else "")
+                    self.stderr.write(f"{name}: left out: {record}")
                     continue
                 line = json.dumps(record, ensure_ascii=False)
                 if output is None:
@@ -79,10 +95,10 @@ class Command(BaseCommand):
         notes = [f"{empty} without messages"] if empty else []
         if skipped:
             notes.append(f"{skipped} left out")
-        summary = f"Exported {written} conversation(s){where} ({options['format']} format)"
+        summary = f"Exported {written} {things}{where} ({options['format']} format)"
         self.stderr.write(summary + (f"; {', '.join(notes)}." if notes else "."), style_func=plain)
         if skipped:
-            raise CommandError(f"{skipped} conversation(s) left out: see the messages above.")
+            raise CommandError(f"{skipped} {things} left out: see the messages above.")
 
     def _open(self, path: str | None) -> IO[str] | None:
         if not path:
