@@ -5,6 +5,7 @@
 - `limits`: what an imported line may hold (bounds, content parts, folded tool results).
 - `export` / `imports`: conversations to records and back.
 - `forks`: a new conversation from another's history, optionally with an edited tool result.
+- `versions`: edit and resend, regenerate, retry: archived suffixes of the active path.
 """
 
 from .rows import (
