@@ -100,6 +100,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.csp",
+                "chat.context_processors.theme",
             ],
         },
     },
@@ -236,6 +237,11 @@ AGENTLAB_MODEL = os.environ.get("AGENTLAB_MODEL", "")
 AGENTLAB_TOOL_CALL_CONTENT = os.environ.get("AGENTLAB_TOOL_CALL_CONTENT", "empty")
 if AGENTLAB_TOOL_CALL_CONTENT not in {"empty", "null", "omit"}:
     raise ImproperlyConfigured("AGENTLAB_TOOL_CALL_CONTENT must be empty, null or omit.")
+# Who titles a conversation after its first reply: "model" (the conversation's own model; the
+# scripted model's rule offline) or "off" (the first message's first 60 characters stay).
+AGENTLAB_TITLES = os.environ.get("AGENTLAB_TITLES", "model")
+if AGENTLAB_TITLES not in {"model", "off"}:
+    raise ImproperlyConfigured("AGENTLAB_TITLES must be model or off.")
 # Seconds between the scripted model's words: visible streaming offline, zero in tests.
 AGENTLAB_SCRIPTED_DELAY = float(os.environ.get("AGENTLAB_SCRIPTED_DELAY", "0.03"))
 # Keep every model call's raw stream (chunk by chunk, with arrival times) for the inspector.

@@ -34,9 +34,24 @@ FLUSH_INTERVAL = 0.04
 OPENING_WAIT = 0.025
 
 
+FINISHED = {
+    "completed": "The reply is finished.",
+    "cancelled": "The reply was stopped.",
+    "failed": "The reply failed: {error}",
+    "interrupted": "The reply was interrupted: {error}",
+}
+"""What a screen reader hears when a run ends; the streamed text itself is not announced."""
+
+
 def render(partial: str, context: dict[str, Any]) -> str:
     """Render one named fragment of the conversation page; names are ours, never the client's."""
     return render_to_string(f"{TEMPLATE}#{partial}", context)
+
+
+def announce(text: str) -> str:
+    """A line for screen readers (the page's polite status region): run started, tool looked
+    up, reply finished."""
+    return render("announce", {"announce": text, "oob": True})
 
 
 def transcript(conversation: Conversation, live: LiveState | None = None) -> str:
@@ -193,6 +208,7 @@ class RunPublisher:
                     )
                 return (
                     turns
+                    + announce("The agent is answering.")
                     + render("run-state", {"running": True})
                     + render("notice", {})
                     + render("title", {"conversation": self.run.conversation, "oob": True})
@@ -203,7 +219,9 @@ class RunPublisher:
                 self._paragraph_break = True
             case events.ToolCallStarted(call):
                 state.running[call.id] = call.name
-                return render("indicator", {"key": key, "live": state, "oob": True})
+                return render("indicator", {"key": key, "live": state, "oob": True}) + announce(
+                    f"Looking up: {humanize(call.name)}"
+                )
             case events.ToolCallFinished(result):
                 state.running.pop(result.tool_call.id, None)
                 state.finished.append(result)
@@ -212,10 +230,16 @@ class RunPublisher:
                     + pill(result.tool_call.name, result.status, result.error or "")
                     + "</span>"
                 )
-            case events.RunFinished():
+            case events.RunFinished(status, error):
                 turn = await database_sync_to_async(turn_for_run)(self.run)
-                return render("reply", {"turn": turn, "oob": True}) + render(
-                    "run-state", {"running": False}
+                return (
+                    render("reply", {"turn": turn, "oob": True})
+                    + render("run-state", {"running": False})
+                    + announce(
+                        FINISHED.get(status, "The reply stopped: {error}").format(
+                            error=error or "no reason given"
+                        )
+                    )
                 )
         return ""
 

@@ -223,3 +223,82 @@
   document.addEventListener("htmx:wsOpen", function (event) { event.target.dataset.socket = "open"; });
   document.addEventListener("htmx:wsClose", function (event) { event.target.dataset.socket = "closed"; });
 })();
+
+// Theme, keyboard shortcuts, the phone drawer and the connection banner.
+(function () {
+  "use strict";
+
+  // Theme: system, light or dark, kept in a cookie so the server draws the page in it.
+  document.addEventListener("change", function (event) {
+    var choice = event.target;
+    if (!choice.matches || !choice.matches("[data-theme-choice]")) return;
+    document.documentElement.dataset.theme = choice.value;
+    document.cookie = "theme=" + choice.value + "; path=/; max-age=31536000; SameSite=Lax";
+  });
+
+  function typing(el) {
+    return el && (el.isContentEditable || /^(INPUT|TEXTAREA|SELECT)$/.test(el.tagName));
+  }
+
+  function drawer(open) {
+    var toggle = document.querySelector("[data-drawer]");
+    var backdrop = document.querySelector("[data-drawer-close]");
+    if (!toggle) return;
+    document.body.classList.toggle("drawer-open", open);
+    toggle.setAttribute("aria-expanded", open ? "true" : "false");
+    if (backdrop) backdrop.hidden = !open;
+    if (open) {
+      var first = document.querySelector("#sidebar a, #sidebar input, #sidebar button");
+      if (first) first.focus();
+    } else if (document.activeElement && document.activeElement.closest("#sidebar")) {
+      toggle.focus();
+    }
+  }
+
+  document.addEventListener("click", function (event) {
+    var target = event.target.closest ? event.target : null;
+    if (!target) return;
+    if (target.closest("[data-drawer]")) {
+      drawer(!document.body.classList.contains("drawer-open"));
+    } else if (target.closest("[data-drawer-close]")) {
+      drawer(false);
+    } else if (target.closest("[data-shortcuts]")) {
+      var list = document.getElementById("shortcuts");
+      if (list && !list.open) list.showModal();
+    }
+  });
+
+  document.addEventListener("keydown", function (event) {
+    if (event.defaultPrevented || event.isComposing) return;
+    var mod = event.ctrlKey || event.metaKey;
+    if (mod && event.shiftKey && (event.key === "O" || event.key === "o")) {
+      var create = document.querySelector('form[action$="/c/new/"]');
+      if (create) { event.preventDefault(); create.requestSubmit(); }
+      return;
+    }
+    if (event.key === "Escape") {
+      if (document.body.classList.contains("drawer-open")) { drawer(false); return; }
+      if (document.querySelector("dialog[open]")) return;  // the dialog closes itself
+      var target = event.target;
+      if (target && target.closest && target.closest(".edit-form, [role=search], .picker")) return;
+      var stop = document.getElementById("stop");
+      if (stop && !stop.hidden && !stop.disabled) { event.preventDefault(); stop.click(); }
+      return;
+    }
+    if (event.key === "?" && !mod && !typing(event.target)) {
+      var list = document.getElementById("shortcuts");
+      if (list && !list.open) { event.preventDefault(); list.showModal(); }
+    }
+  });
+
+  // The connection banner sits by the composer; Send waits while the socket is down.
+  function connection(open) {
+    var banner = document.querySelector(".connection-banner");
+    var send = document.getElementById("send");
+    var state = document.getElementById("run-state");
+    if (banner) banner.hidden = open;
+    if (send) send.disabled = !open || (state && state.dataset.running === "true");
+  }
+  document.addEventListener("htmx:wsOpen", function () { connection(true); });
+  document.addEventListener("htmx:wsClose", function () { connection(false); });
+})();
