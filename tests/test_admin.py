@@ -422,3 +422,23 @@ def test_message_list_shows_and_filters_the_path(staff: Client, rich: Conversati
     assert message is not None
     page = staff.get(url(Message, "change", message.pk)).content.decode()
     assert "version 1 from message 5" in page
+
+
+def test_transcript_renders_markdown_as_the_chat_does_with_the_raw_text_beside(
+    staff: Client,
+) -> None:
+    made = make.conversation(make.user("ada"), "Markdown")
+    reply = "Use **bold**:\n\n```python\nprint(1)\n```\n\n<script>alert(1)</script>"
+    transcripts.append_messages(
+        made,
+        [
+            agent.ChatMessage(role="user", content="show me"),
+            agent.ChatMessage(role="assistant", content=reply),
+        ],
+    )
+
+    html = staff.get(url(Conversation, "change", made.pk)).content.decode()
+    assert "<strong>bold</strong>" in html
+    assert '<span class="nb">print</span>' in html and "/static/css/code.css" in html
+    assert "Raw text · " in html and "Use **bold**:" in html
+    assert "<script>alert(1)</script>" not in html

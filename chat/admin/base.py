@@ -30,10 +30,10 @@ def admin_link(obj: Any, text: Any = None) -> SafeString | str:
 
 
 class LabAdmin(admin.ModelAdmin[Any]):
-    """Shared look: the transcript stylesheet."""
+    """Shared look: the transcript stylesheet, and the chat's code highlighting."""
 
     class Media:
-        css = {"all": ["chat/admin.css"]}
+        css = {"all": ["chat/admin.css", "css/code.css"]}
 
 
 class RecordAdmin(LabAdmin):

@@ -1,9 +1,10 @@
 """Template tags and filters for the chat pages and the admin: tool pills, pretty JSON, folded
-text, tool display names."""
+text, tool display names, the sidebar's date groups."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -15,7 +16,10 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 from django.utils.timezone import localtime
 
+from chat import search
 from chat.agent.tools import humanize
+from chat.rendering import markdown
+from chat.turns import PAGE_TEXT_CHARS
 
 register = template.Library()
 
@@ -56,6 +60,13 @@ def pretty_json(value: Any) -> str:
     if isinstance(value, str):
         return pretty(value)
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@register.filter(name="markdown")
+def markdown_filter(text: str | None) -> SafeString:
+    """Model output as the chat page shows it: Markdown, highlighted code, sanitised; past
+    PAGE_TEXT_CHARS only the start (the raw text beside it has it all)."""
+    return markdown((text or "")[:PAGE_TEXT_CHARS])
 
 
 @register.filter
@@ -137,3 +148,9 @@ def tool_pill(
     panel: str = "",
 ) -> str:
     return pill(name, status, error, url, element_id, detail, panel)
+
+
+@register.filter
+def by_date(conversations: Iterable[Any]) -> list[search.DateGroup]:
+    """The sidebar's conversations in date groups: Today, Yesterday, Previous 7 days, …"""
+    return search.by_date(conversations)
