@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_FLOODING = 4429
+READ_ONLY = "This conversation is shared with you to read: only its owner can write in it."
 
 
 class FrameBudget:
@@ -64,11 +65,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         pk = self.scope["url_route"]["kwargs"]["pk"]
-        conversation = await Conversation.objects.for_user(user).filter(pk=pk).afirst()
+        conversation = await Conversation.objects.readable_by(user).filter(pk=pk).afirst()
         if conversation is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.conversation = conversation
+        self.read_only = conversation.is_read_only_for(user)
         self.budget = FrameBudget(
             burst=settings.AGENTLAB_WS_BURST,
             per_second=settings.AGENTLAB_WS_FRAMES_PER_SECOND,
@@ -118,6 +120,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 f"This connection belongs to conversation {self.conversation.pk}; "
                 "open the other conversation to write there."
             )
+            return
+        if self.read_only:
+            await self.notice(READ_ONLY)
             return
         action = frame.get("action")
         if action == "send":
@@ -175,6 +180,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_send(
                 self.group, {"type": "chat.fragment", "html": html + render("notice", {})}
             )
+
+    async def chat_unshared(self, event: dict[str, Any]) -> None:
+        """The owner took the conversation back: a reader's socket closes at once."""
+        if self.read_only:
+            await self.notice("The owner stopped sharing this conversation.")
+            await self.close(code=CLOSE_NOT_FOUND)
 
     async def notice(self, text: str) -> None:
         """An error for this socket only, shown above the composer."""

@@ -8,9 +8,11 @@ app_name = "chat"
 urlpatterns = [
     path("", views.conversation_list, name="conversation_list"),
     path("c/new/", views.conversation_create, name="conversation_create"),
+    path("search/", views.conversation_search, name="conversation_search"),
     path("c/<int:pk>/", views.conversation_detail, name="conversation_detail"),
     path("c/<int:pk>/settings/", views.conversation_settings, name="conversation_settings"),
     path("c/<int:pk>/rename/", views.conversation_rename, name="conversation_rename"),
+    path("c/<int:pk>/share/", views.conversation_share, name="conversation_share"),
     path("c/<int:pk>/delete/", views.conversation_delete, name="conversation_delete"),
     path("c/<int:pk>/runs/<int:run_pk>/inspect/", views.run_inspect, name="run_inspect"),
     path(

@@ -5,17 +5,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, cast
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import async_to_sync, sync_to_async
+from channels.layers import get_channel_layer
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from chat import agent, inspector, runs
+from chat import agent, inspector, runs, search
 from chat.forms import AgentSettings, ToolForkForm
 from chat.models import Conversation, Message, ToolCall
 from chat.templatetags.chat_tags import pretty
@@ -31,7 +32,15 @@ class AuthenticatedRequest(HttpRequest):
 
 
 def _conversation(request: AuthenticatedRequest, pk: int) -> Conversation:
+    """The user's own conversation: what every view that changes something works on."""
     return get_object_or_404(Conversation.objects.for_user(request.user), pk=pk)
+
+
+def _readable(request: AuthenticatedRequest, pk: int) -> Conversation:
+    """A conversation the user may read: their own, or one shared with the team."""
+    return get_object_or_404(
+        Conversation.objects.readable_by(request.user).select_related("owner"), pk=pk
+    )
 
 
 @login_required
@@ -88,7 +97,7 @@ def _first_screen(
 
 @login_required
 def conversation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
-    conversation = _conversation(request, pk)
+    conversation = _readable(request, pk)
     turns = conversation_turns(conversation)
     return render(
         request,
@@ -99,6 +108,8 @@ def conversation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
             "turns": turns,
             "running": any(turn.is_active for turn in turns),
             "live_run": next((t.run.pk for t in turns if t.is_active and t.run), None),
+            "read_only": conversation.is_read_only_for(request.user),
+            "shared_conversations": Conversation.objects.shared_with(request.user),
             "model_label": runs.conversation_endpoint(conversation).label,
             "max_message_chars": settings.AGENTLAB_MAX_MESSAGE_CHARS,
         },
@@ -110,8 +121,9 @@ def conversation_settings(request: AuthenticatedRequest, pk: int) -> HttpRespons
     conversation = _conversation(request, pk)
     data = request.POST if request.method == "POST" else None
     panel = AgentSettings(conversation, data, user=request.user)
+    posted = request.method == "POST" and not panel.rows  # Add and Remove save nothing
     saved = False
-    if request.method == "POST" and panel.is_valid():
+    if posted and panel.is_valid():
         panel.save()
         saved = True
         if not request.htmx:
@@ -125,8 +137,9 @@ def conversation_settings(request: AuthenticatedRequest, pk: int) -> HttpRespons
             "conversations": Conversation.objects.for_user(request.user),
             "panel": panel,
             "saved": saved,
+            "failed": posted and not saved,
         },
-        status=422 if request.method == "POST" and not saved else 200,
+        status=422 if posted and not saved else 200,
     )
 
 
@@ -138,6 +151,29 @@ def conversation_rename(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     if title:
         conversation.title = title
         conversation.save(update_fields=["title", "updated_at"])
+    return redirect("chat:conversation_detail", conversation.pk)
+
+
+@login_required
+@require_POST
+def conversation_share(request: AuthenticatedRequest, pk: int) -> HttpResponse:
+    """Share with the team (read-only for them), or take it back: their open pages lose it at
+    once."""
+    conversation = _conversation(request, pk)
+    shared = request.POST.get("shared") == "on"
+    if shared != conversation.shared:
+        conversation.shared = shared
+        conversation.save(update_fields=["shared", "updated_at"])
+        if not shared:
+            layer = get_channel_layer()
+            if layer is not None:
+                async_to_sync(layer.group_send)(conversation.group_name, {"type": "chat.unshared"})
+        messages.success(
+            request,
+            "Shared with the team: everyone logged in can read it."
+            if shared
+            else "No longer shared: only you can open it.",
+        )
     return redirect("chat:conversation_detail", conversation.pk)
 
 
@@ -156,7 +192,7 @@ def conversation_delete(request: AuthenticatedRequest, pk: int) -> HttpResponseR
 @login_required
 def run_inspect(request: AuthenticatedRequest, pk: int, run_pk: int) -> HttpResponse:
     """The wire inspector of one run, loaded when its "Inspect" toggle opens."""
-    conversation = _conversation(request, pk)
+    conversation = _readable(request, pk)
     run = get_object_or_404(conversation.runs, pk=run_pk)
     return render(
         request,
@@ -168,7 +204,7 @@ def run_inspect(request: AuthenticatedRequest, pk: int, run_pk: int) -> HttpResp
 @login_required
 def tool_call_detail(request: AuthenticatedRequest, pk: int, tool_call_pk: int) -> HttpResponse:
     """One tool call's arguments, result, status and reason, where its pill was opened."""
-    conversation = _conversation(request, pk)
+    conversation = _readable(request, pk)
     call = get_object_or_404(
         ToolCall.objects.select_related("run"), pk=tool_call_pk, run__conversation=conversation
     )
@@ -178,7 +214,7 @@ def tool_call_detail(request: AuthenticatedRequest, pk: int, tool_call_pk: int) 
 @login_required
 def message_text(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
     """A message's whole content as plain text: where the page's folded-note links."""
-    conversation = _conversation(request, pk)
+    conversation = _readable(request, pk)
     message = get_object_or_404(conversation.messages.active(), index=index)
     return HttpResponse(message.content or "", content_type="text/plain; charset=utf-8")
 
@@ -187,7 +223,7 @@ def message_text(request: AuthenticatedRequest, pk: int, index: int) -> HttpResp
 def reply_text(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
     """A reply's raw Markdown, as the Copy button takes it: the assistant messages from message
     `index` up to the next user message, as the page joins them."""
-    conversation = _conversation(request, pk)
+    conversation = _readable(request, pk)
     rows = list(conversation.messages.active().filter(index__gte=index))
     if not rows or rows[0].index != index or rows[0].role != Message.Role.ASSISTANT:
         raise Http404("No reply starts at this message.")
@@ -355,3 +391,21 @@ async def fork_tool_call(request: AuthenticatedRequest, pk: int, tool_call_pk: i
             request, f"The fork was made, but its run did not start: {exc}"
         )
     return redirect("chat:conversation_detail", outcome.pk)
+
+
+# Search: the sidebar's list, as its reader types.
+
+
+@login_required
+@require_GET
+def conversation_search(request: AuthenticatedRequest) -> HttpResponse:
+    """The sidebar's list: what a search finds, or with no words every conversation by date."""
+    query, current = request.GET.get("q", ""), request.GET.get("current", "")
+    mine = Conversation.objects.for_user(request.user)
+    context = {
+        "results": search.search(mine, query) if search.words(query) else None,
+        "conversations": mine,
+        "current": int(current) if current.isdecimal() else None,
+        "searched": True,
+    }
+    return render(request, "chat/sidebar.html#conversation-list", context)

@@ -5,15 +5,15 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django.contrib import admin
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
-from django.utils.text import smart_split, unescape_string_literal
 
+from chat import search
 from chat.forms import DEFAULT_PROVIDER_LABEL
-from chat.models import Conversation, ConversationQuerySet, Message, ToolCall
+from chat.models import Conversation, ConversationQuerySet
 from chat.runs.providers import model_expression
 
 from .base import LabAdmin, admin_link, json_block
@@ -31,10 +31,12 @@ class ConversationAdmin(LabAdmin):
         "run_count",
         "tool_call_count",
         "tokens",
+        "shared",
         "updated_at",
     )
     list_filter = (
         ("owner", admin.RelatedOnlyFieldListFilter),
+        "shared",
         ProviderFilter,
         ModelFilter,
         RunStatusFilter,
@@ -55,6 +57,7 @@ class ConversationAdmin(LabAdmin):
         "run_count",
         "tool_call_count",
         "tokens",
+        "shared",
         "created_at",
         "updated_at",
     )
@@ -68,19 +71,9 @@ class ConversationAdmin(LabAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Conversation], search_term: str
     ) -> tuple[QuerySet[Conversation], bool]:
-        """Every word in the title, a message's text or tool calls, or a tool call's name.
-
-        Subqueries rather than joins: a join over messages and tool calls would multiply rows.
-        """
-        for bit in smart_split(search_term):
-            if bit.startswith(('"', "'")) and bit[0] == bit[-1]:
-                bit = unescape_string_literal(bit)
-            messages = Message.objects.filter(conversation=OuterRef("pk")).filter(
-                Q(content__icontains=bit) | Q(tool_calls__icontains=bit)
-            )
-            calls = ToolCall.objects.filter(run__conversation=OuterRef("pk"), name__icontains=bit)
-            queryset = queryset.filter(Q(title__icontains=bit) | Exists(messages) | Exists(calls))
-        return queryset, False
+        """Every word in the title, a message's text or tool calls (any version), or a tool
+        call's name: the sidebar's rule, `everywhere`."""
+        return search.matching(queryset, search.words(search_term), everywhere=True), False
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

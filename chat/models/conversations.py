@@ -10,11 +10,10 @@ from django.db.models import Count, Exists, OuterRef, Prefetch, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from chat.agent.contracts import AgentParameters
+from chat.agent.titles import TITLE_CHARS
 
 from .providers import ProviderProfile
 from .runs import ModelCall, Run, ToolCall
-
-TITLE_CHARS = 60
 
 
 def group_name(conversation_id: int) -> str:
@@ -30,10 +29,24 @@ def title_from(text: str) -> str:
 
 class ConversationQuerySet(models.QuerySet["Conversation"]):
     def for_user(self, user: Any) -> ConversationQuerySet:
-        """The security boundary: a user reaches only their own conversations."""
+        """The security boundary for everything that changes a conversation: a user reaches
+        only their own."""
         if not getattr(user, "is_authenticated", False):
             return self.none()
         return self.filter(owner=user)
+
+    def readable_by(self, user: Any) -> ConversationQuerySet:
+        """The security boundary for reading: a user's own conversations, and those shared
+        with the team (read-only: everything that writes goes through `for_user`)."""
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(models.Q(owner=user) | models.Q(shared=True))
+
+    def shared_with(self, user: Any) -> ConversationQuerySet:
+        """What the team shares with `user`: shared conversations of other users."""
+        if not getattr(user, "is_authenticated", False):
+            return self.none()
+        return self.filter(shared=True).exclude(owner=user)
 
     def with_active_run(self) -> ConversationQuerySet:
         """Annotated with `has_active_run`: whether a run is in progress."""
@@ -113,6 +126,10 @@ class Conversation(models.Model):
     parameters = models.JSONField(
         default=dict, blank=True, help_text="Validated AgentParameters snapshot."
     )
+    shared = models.BooleanField(
+        default=False,
+        help_text="Shared with the team: every logged-in user may read it; only its owner writes.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
 
@@ -136,6 +153,10 @@ class Conversation(models.Model):
 
     def set_agent_parameters(self, parameters: AgentParameters) -> None:
         self.parameters = parameters.to_json()
+
+    def is_read_only_for(self, user: Any) -> bool:
+        """Whether `user` (who can read it) may only read: a shared conversation of another."""
+        return self.owner_id != getattr(user, "pk", None)
 
     def has_run_in_progress(self) -> bool:
         return self.runs.in_progress().exists()
