@@ -32,8 +32,8 @@ _ALLOWED_ATTRIBUTES = {
     "a": {"href", "title"},
     "button": {"type", "class", "data-copy-code"},
     "code": {"class"},
-    "div": {"class"},
-    "pre": {"class"},
+    "div": {"class", "tabindex", "role", "aria-label"},
+    "pre": {"class", "tabindex"},
     "span": {"class"},
     "td": {"align"},
     "th": {"align"},
@@ -54,11 +54,17 @@ def _fence(renderer: Any, tokens: Sequence[Token], index: int, options: Any, env
         '<div class="code-block"><div class="code-head">'
         f'<span class="code-lang">{label}</span>'
         '<button type="button" class="copy-code" data-copy-code>Copy code</button></div>'
-        f'<pre class="highlight"><code>{code}</code></pre></div>\n'
+        f'<pre class="highlight" tabindex="0"><code>{code}</code></pre></div>\n'
     )
 
 
 _markdown.add_render_rule("fence", _fence)
+# A wide table scrolls in its own box, which keyboard users reach too.
+_markdown.add_render_rule(
+    "table_open",
+    lambda *_: '<div class="table-wrap" tabindex="0" role="region" aria-label="Table"><table>\n',
+)
+_markdown.add_render_rule("table_close", lambda *_: "</table></div>\n")
 
 
 def markdown(text: str | None) -> SafeString:

@@ -98,11 +98,15 @@ def folded(text: str | None, limit: int = FOLD_AT) -> SafeString:
     """
     text = text or ""
     if len(text) <= limit:
-        return format_html('<pre class="chat-pre">{}</pre>', text) if text else SafeString("")
+        return (
+            format_html('<pre class="chat-pre" tabindex="0">{}</pre>', text)
+            if text
+            else SafeString("")
+        )
     return format_html(
         '<details class="chat-fold"><summary><pre class="chat-pre">{}…</pre>'
         '<span class="chat-size">{} characters in all: show everything</span></summary>'
-        '<pre class="chat-pre">{}</pre></details>',
+        '<pre class="chat-pre" tabindex="0">{}</pre></details>',
         text[:limit],
         f"{len(text):,}",
         text,

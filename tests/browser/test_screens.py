@@ -23,7 +23,7 @@ from chat.models import Conversation, Run
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SCREENS = Path(settings.VAR_DIR) / "screenshots"
-VIEWPORTS = {"desktop": {"width": 1280, "height": 800}, "phone": {"width": 390, "height": 844}}
+VIEWPORTS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
 PASSWORD = "pw-123456789"
 
 
@@ -36,6 +36,7 @@ def look(page: Page, name: str, check: Callable[[Page], None]) -> None:
             page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
             page.reload()
             check(page)
+            page.evaluate("window.scrollTo(0, 0)")  # a sticky bar would sit mid-page otherwise
             page.screenshot(path=SCREENS / f"{name}-{viewport}-{scheme}.png", full_page=True)
             violations = Axe().run(page).response["violations"]
             serious = [v["id"] for v in violations if v["impact"] in ("serious", "critical")]
