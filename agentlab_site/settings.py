@@ -101,6 +101,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.csp",
                 "chat.context_processors.theme",
+                "chat.context_processors.sidebar",
             ],
         },
     },

@@ -23,6 +23,8 @@ def provider_env(provider_url: str) -> dict[str, str]:
         "OPENAI_API_KEY": "bench-key",
         "AGENTLAB_MODEL": MODEL,
         "LOG_LEVEL": "WARNING",
+        # A title request would be one more streamed reply of the conversation's tag.
+        "AGENTLAB_TITLES": "off",
     }
 
 

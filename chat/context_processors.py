@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest
+
+from chat.models import Conversation
 
 THEMES = ("system", "light", "dark")
 THEME_COOKIE = "theme"
@@ -13,3 +17,13 @@ def theme(request: HttpRequest) -> dict[str, str]:
     from the first paint: system, light or dark."""
     chosen = request.COOKIES.get(THEME_COOKIE, "")
     return {"theme": chosen if chosen in THEMES else "system"}
+
+
+def sidebar(request: HttpRequest) -> dict[str, Any]:
+    """The conversation list every page's sidebar shows: the user's own, and those the team
+    shares with them. Lazy: a page without a sidebar runs no query."""
+    user = getattr(request, "user", None)
+    return {
+        "conversations": Conversation.objects.for_user(user),
+        "shared_conversations": Conversation.objects.shared_with(user).select_related("owner"),
+    }

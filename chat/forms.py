@@ -3,6 +3,7 @@ provider profiles, and the edited tool result of a fork."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -15,11 +16,14 @@ from chat import agent
 from chat.agent.contracts import MAX_EVENT_LOOPS, error_text
 from chat.agent.messages import ROLES
 from chat.agent.redaction import looks_secret
+from chat.formsets import row_edit
 from chat.models import Conversation, ProviderProfile
-from chat.runs.providers import KeyStatus, key_status, key_variable_problem
+from chat.runs.providers import KeyStatus, endpoint, key_status, key_variable_problem
 from chat.transcripts.forks import MAX_TOOL_RESULT_CHARS
 
-DEFAULT_PROVIDER_LABEL = "Default (environment)"
+DEFAULT_PROVIDER_LABEL = "Server default"
+PROVIDER_DEFAULT = "provider default"
+DEFAULT_EVENT_LOOPS = agent.AgentParameters().max_event_loops
 
 
 def base_url_problem(url: str) -> str | None:
@@ -95,7 +99,28 @@ class ProviderProfileForm(forms.ModelForm[ProviderProfile]):
         return value
 
 
+def default_model(profile: ProviderProfile | None) -> str:
+    """What an empty model field means on this provider: its endpoint's own model."""
+    return endpoint(profile).model or "model not set"
+
+
+class ProviderSelect(forms.Select):
+    """Says each choice's default model (`data-default-models`, JSON): the model field's
+    placeholder follows the choice (static/js/chat.js)."""
+
+    def get_context(self, name: str, value: Any, attrs: Any) -> dict[str, Any]:
+        context = super().get_context(name, value, attrs)
+        defaults = {
+            str(getattr(choice, "value", choice)): default_model(getattr(choice, "instance", None))
+            for choice, _ in self.choices
+        }
+        context["widget"]["attrs"]["data-default-models"] = json.dumps(defaults)
+        return context
+
+
 class ProviderChoiceField(forms.ModelChoiceField[ProviderProfile]):
+    widget = ProviderSelect
+
     def label_from_instance(self, obj: Any) -> str:
         return f"{obj.name} · {obj.model}" if obj.model else str(obj.name)
 
@@ -116,45 +141,81 @@ class PreMessageForm(forms.Form):
 
 # absolute_max = max_num: a posted TOTAL_FORMS above it is an error shown on the page, and never
 # builds (and renders back) Django's default of max_num + 1,000 forms.
-SystemPromptFormSet = forms.formset_factory(SystemPromptForm, extra=1, max_num=20, absolute_max=20)
-PreMessageFormSet = forms.formset_factory(PreMessageForm, extra=1, max_num=50, absolute_max=50)
+MAX_ROWS = {"system": 20, "pre": 50}
+SystemPromptFormSet = forms.formset_factory(
+    SystemPromptForm, extra=1, max_num=MAX_ROWS["system"], absolute_max=MAX_ROWS["system"]
+)
+PreMessageFormSet = forms.formset_factory(
+    PreMessageForm, extra=1, max_num=MAX_ROWS["pre"], absolute_max=MAX_ROWS["pre"]
+)
 
 
-class AgentSettingsForm(forms.Form):
+def _placeholder(text: object) -> forms.NumberInput:
+    return forms.NumberInput(attrs={"placeholder": str(text)})
+
+
+class EndpointForm(forms.Form):
+    """Provider and model: the settings panel's first fields, and all of the model picker."""
+
     profile = ProviderChoiceField(
         queryset=ProviderProfile.objects.none(),
         required=False,
         empty_label=DEFAULT_PROVIDER_LABEL,
         label="Provider",
-        help_text="Where the requests go. Default: the endpoint configured on the server.",
+        help_text="Where the requests go. Server default: the endpoint configured on the server.",
     )
     model = forms.CharField(
         required=False,
         max_length=200,
         help_text="Empty: the provider's model (the profile's, else the server's default).",
     )
-    temperature = forms.FloatField(required=False, min_value=0, max_value=2, step_size=None)
-    top_p = forms.FloatField(required=False, min_value=0, max_value=1, label="Top p")
-    max_tokens = forms.IntegerField(required=False, min_value=1, label="Max tokens")
+
+    def __init__(
+        self, *args: Any, user: Any, profile: ProviderProfile | None = None, **kwargs: Any
+    ) -> None:
+        kwargs.setdefault("label_suffix", "")
+        super().__init__(*args, **kwargs)
+        field = self.fields["profile"]
+        assert isinstance(field, ProviderChoiceField)
+        # Only the profiles this user may use are offered, and only they are accepted.
+        self.usable_profiles = ProviderProfile.objects.usable_by(user)
+        field.queryset = self.usable_profiles
+        field.widget.attrs["data-model-field"] = self["model"].auto_id
+        self.fields["model"].widget.attrs["placeholder"] = default_model(profile)
+
+
+class AgentSettingsForm(EndpointForm):
+    temperature = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=2,
+        step_size=None,
+        widget=_placeholder(PROVIDER_DEFAULT),
+    )
+    top_p = forms.FloatField(
+        required=False,
+        min_value=0,
+        max_value=1,
+        label="Top p",
+        widget=_placeholder(PROVIDER_DEFAULT),
+    )
+    max_tokens = forms.IntegerField(
+        required=False, min_value=1, label="Max tokens", widget=_placeholder(PROVIDER_DEFAULT)
+    )
     max_event_loops = forms.IntegerField(
+        required=False,
         min_value=1,
         max_value=MAX_EVENT_LOOPS,
         label="Max event loops",
-        help_text="Model turns per run.",
+        help_text=f"Model turns per run. Empty: the server default, {DEFAULT_EVENT_LOOPS}.",
+        widget=_placeholder(DEFAULT_EVENT_LOOPS),
     )
     enabled_tools = forms.MultipleChoiceField(
         required=False, widget=forms.CheckboxSelectMultiple, label="Enabled tools"
     )
 
-    def __init__(
-        self, *args: Any, user: Any, unavailable_tools: Sequence[str] = (), **kwargs: Any
-    ) -> None:
+    def __init__(self, *args: Any, unavailable_tools: Sequence[str] = (), **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        profile = self.fields["profile"]
-        assert isinstance(profile, ProviderChoiceField)
-        # Only the profiles this user may use are offered, and only they are accepted.
-        self.usable_profiles = ProviderProfile.objects.usable_by(user)
-        profile.queryset = self.usable_profiles
         tools = self.fields["enabled_tools"]
         assert isinstance(tools, forms.MultipleChoiceField)
         # A chosen tool this process does not have stays a choice, marked, so saving the panel
@@ -165,64 +226,21 @@ class AgentSettingsForm(forms.Form):
         ]
 
 
-class AgentSettings:
-    """The settings panel: one form and two formsets, validated together as AgentParameters."""
+class ConversationSettings:
+    """A conversation's provider and AgentParameters, edited through a form: the rules of
+    AgentParameters apply to every way of changing them, and both are saved together."""
 
-    def __init__(self, conversation: Conversation, data: Any = None, *, user: Any) -> None:
+    conversation: Conversation
+    current: agent.AgentParameters
+    form: EndpointForm
+
+    def __init__(self, conversation: Conversation) -> None:
         self.conversation = conversation
-        current = conversation.agent_parameters()
-        self.current = current
-        self.form = AgentSettingsForm(
-            data,
-            user=user,
-            unavailable_tools=current.unavailable_tools(),
-            initial={
-                "model": current.model or "",
-                "temperature": current.temperature,
-                "top_p": current.top_p,
-                "max_tokens": current.max_tokens,
-                "max_event_loops": current.max_event_loops,
-                "enabled_tools": list(current.enabled_tools),
-                "profile": conversation.profile_id,
-            },
-            prefix="agent",
-        )
-        self.system_prompts = SystemPromptFormSet(
-            data,
-            initial=[{"content": text} for text in current.system_prompts],
-            prefix="system",
-        )
-        self.pre_messages = PreMessageFormSet(
-            data,
-            initial=[{"role": m.role, "content": m.content} for m in current.pre_messages],
-            prefix="pre",
-        )
+        self.current = conversation.agent_parameters()
         self.parameters: agent.AgentParameters | None = None
         self.non_field_errors: list[str] = []
 
-    def is_valid(self) -> bool:
-        valid = [self.form.is_valid(), self.system_prompts.is_valid(), self.pre_messages.is_valid()]
-        if not all(valid):
-            return False
-        data = self.form.cleaned_data
-        pre_forms = [f for f in self.pre_messages.forms if (f.cleaned_data or {}).get("content")]
-        candidate = {
-            "model": data["model"] or None,
-            "temperature": data["temperature"],
-            "top_p": data["top_p"],
-            "max_tokens": data["max_tokens"],
-            "max_event_loops": data["max_event_loops"],
-            "enabled_tools": data["enabled_tools"],
-            "system_prompts": [
-                f.cleaned_data["content"]
-                for f in self.system_prompts.forms
-                if (f.cleaned_data or {}).get("content", "").strip()
-            ],
-            "pre_messages": [
-                {"role": f.cleaned_data["role"], "content": f.cleaned_data["content"]}
-                for f in pre_forms
-            ],
-        }
+    def _validated(self, candidate: dict[str, Any], pre_forms: Sequence[forms.Form] = ()) -> bool:
         try:
             self.parameters = self.current.changed(**candidate)
         except ValidationError as exc:
@@ -271,6 +289,83 @@ class AgentSettings:
         self.conversation.set_agent_parameters(self.parameters)
         self.conversation.profile = self.form.cleaned_data.get("profile")
         self.conversation.save(update_fields=["parameters", "profile", "updated_at"])
+
+
+class AgentSettings(ConversationSettings):
+    """The settings panel: one form and two formsets, validated together as AgentParameters."""
+
+    form: AgentSettingsForm
+
+    def __init__(self, conversation: Conversation, data: Any = None, *, user: Any) -> None:
+        super().__init__(conversation)
+        # Add and Remove post the panel as it stands and get it back with one row more or less.
+        self.rows = row_edit(data, MAX_ROWS)
+        data = self.rows.data if self.rows else data
+        current = self.current
+        self.form = AgentSettingsForm(
+            data,
+            user=user,
+            profile=conversation.profile,
+            unavailable_tools=current.unavailable_tools(),
+            initial={
+                "model": current.model or "",
+                "temperature": current.temperature,
+                "top_p": current.top_p,
+                "max_tokens": current.max_tokens,
+                # The server default shows as the placeholder, not as a value of this panel.
+                "max_event_loops": (
+                    None
+                    if current.max_event_loops == DEFAULT_EVENT_LOOPS
+                    else current.max_event_loops
+                ),
+                "enabled_tools": list(current.enabled_tools),
+                "profile": conversation.profile_id,
+            },
+            prefix="agent",
+        )
+        self.system_prompts = SystemPromptFormSet(
+            data,
+            initial=[{"content": text} for text in current.system_prompts],
+            prefix="system",
+        )
+        self.pre_messages = PreMessageFormSet(
+            data,
+            initial=[{"role": m.role, "content": m.content} for m in current.pre_messages],
+            prefix="pre",
+        )
+        # A blank row to type in when there is none; Add makes more.
+        self.system_prompts.extra = 0 if current.system_prompts else 1
+        self.pre_messages.extra = 0 if current.pre_messages else 1
+        if self.rows and self.rows.added is not None:
+            rows = self.system_prompts if self.rows.prefix == "system" else self.pre_messages
+            first = next(iter(rows.forms[self.rows.added].fields.values()))
+            first.widget.attrs["autofocus"] = True
+
+    def is_valid(self) -> bool:
+        valid = [self.form.is_valid(), self.system_prompts.is_valid(), self.pre_messages.is_valid()]
+        if not all(valid):
+            return False
+        data = self.form.cleaned_data
+        pre_forms = [f for f in self.pre_messages.forms if (f.cleaned_data or {}).get("content")]
+        loops = data["max_event_loops"]
+        candidate = {
+            "model": data["model"] or None,
+            "temperature": data["temperature"],
+            "top_p": data["top_p"],
+            "max_tokens": data["max_tokens"],
+            "max_event_loops": DEFAULT_EVENT_LOOPS if loops is None else loops,
+            "enabled_tools": data["enabled_tools"],
+            "system_prompts": [
+                f.cleaned_data["content"]
+                for f in self.system_prompts.forms
+                if (f.cleaned_data or {}).get("content", "").strip()
+            ],
+            "pre_messages": [
+                {"role": f.cleaned_data["role"], "content": f.cleaned_data["content"]}
+                for f in pre_forms
+            ],
+        }
+        return self._validated(candidate, pre_forms)
 
 
 def _index_in(message: str, loc: tuple[Any, ...]) -> int | None:

@@ -2,15 +2,17 @@ from __future__ import annotations
 
 from django.urls import path
 
-from chat import views
+from chat import picker, search, views
 
 app_name = "chat"
 urlpatterns = [
     path("", views.conversation_list, name="conversation_list"),
     path("c/new/", views.conversation_create, name="conversation_create"),
-    path("search/", views.conversation_search, name="conversation_search"),
+    path("search/", search.conversation_search, name="conversation_search"),
     path("c/<int:pk>/", views.conversation_detail, name="conversation_detail"),
     path("c/<int:pk>/settings/", views.conversation_settings, name="conversation_settings"),
+    path("c/<int:pk>/model/", picker.conversation_model, name="conversation_model"),
+    path("c/<int:pk>/model/list/", picker.conversation_models, name="conversation_models"),
     path("c/<int:pk>/rename/", views.conversation_rename, name="conversation_rename"),
     path("c/<int:pk>/share/", views.conversation_share, name="conversation_share"),
     path("c/<int:pk>/delete/", views.conversation_delete, name="conversation_delete"),

@@ -13,10 +13,10 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from chat import agent, inspector, runs, search
+from chat import agent, inspector, picker, runs
 from chat.forms import AgentSettings, ToolForkForm
 from chat.models import Conversation, Message, ToolCall
 from chat.templatetags.chat_tags import pretty
@@ -85,7 +85,6 @@ def _first_screen(
         request,
         "chat/empty.html",
         {
-            "conversations": Conversation.objects.for_user(request.user),
             "content": content,
             "notice": notice,
             "max_message_chars": settings.AGENTLAB_MAX_MESSAGE_CHARS,
@@ -104,13 +103,11 @@ def conversation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         "chat/conversation.html",
         {
             "conversation": conversation,
-            "conversations": Conversation.objects.for_user(request.user),
             "turns": turns,
             "running": any(turn.is_active for turn in turns),
             "live_run": next((t.run.pk for t in turns if t.is_active and t.run), None),
             "read_only": conversation.is_read_only_for(request.user),
-            "shared_conversations": Conversation.objects.shared_with(request.user),
-            "model_label": runs.conversation_endpoint(conversation).label,
+            "model_choice": picker.ModelChoice.of(conversation),
             "max_message_chars": settings.AGENTLAB_MAX_MESSAGE_CHARS,
         },
     )
@@ -121,9 +118,8 @@ def conversation_settings(request: AuthenticatedRequest, pk: int) -> HttpRespons
     conversation = _conversation(request, pk)
     data = request.POST if request.method == "POST" else None
     panel = AgentSettings(conversation, data, user=request.user)
-    posted = request.method == "POST" and not panel.rows  # Add and Remove save nothing
     saved = False
-    if posted and panel.is_valid():
+    if request.method == "POST" and not panel.rows and panel.is_valid():  # Add, Remove: no save
         panel.save()
         saved = True
         if not request.htmx:
@@ -134,12 +130,10 @@ def conversation_settings(request: AuthenticatedRequest, pk: int) -> HttpRespons
         template,
         {
             "conversation": conversation,
-            "conversations": Conversation.objects.for_user(request.user),
             "panel": panel,
             "saved": saved,
-            "failed": posted and not saved,
         },
-        status=422 if posted and not saved else 200,
+        status=422 if request.method == "POST" and not saved and not panel.rows else 200,
     )
 
 
@@ -272,7 +266,6 @@ def _page(
         "chat/fork.html",
         {
             "conversation": conversation,
-            "conversations": Conversation.objects.for_user(request.user),
             "running": running,
             **context,
         },
@@ -391,21 +384,3 @@ async def fork_tool_call(request: AuthenticatedRequest, pk: int, tool_call_pk: i
             request, f"The fork was made, but its run did not start: {exc}"
         )
     return redirect("chat:conversation_detail", outcome.pk)
-
-
-# Search: the sidebar's list, as its reader types.
-
-
-@login_required
-@require_GET
-def conversation_search(request: AuthenticatedRequest) -> HttpResponse:
-    """The sidebar's list: what a search finds, or with no words every conversation by date."""
-    query, current = request.GET.get("q", ""), request.GET.get("current", "")
-    mine = Conversation.objects.for_user(request.user)
-    context = {
-        "results": search.search(mine, query) if search.words(query) else None,
-        "conversations": mine,
-        "current": int(current) if current.isdecimal() else None,
-        "searched": True,
-    }
-    return render(request, "chat/sidebar.html#conversation-list", context)

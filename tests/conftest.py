@@ -39,11 +39,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(autouse=True)
 def _offline_provider(settings: LazySettings) -> None:
-    """Tests never reach a provider configured in the environment, and never wait on pacing."""
+    """Tests never reach a provider configured in the environment, and never wait on pacing.
+
+    Nor do they ask for titles unless they test them (tests/runs/test_titles.py): a title
+    request after a first reply would take the response a test scripted for its next run.
+    """
     settings.OPENAI_BASE_URL = ""
     settings.OPENAI_API_KEY = ""
     settings.AGENTLAB_MODEL = ""
     settings.AGENTLAB_SCRIPTED_DELAY = 0
+    settings.AGENTLAB_TITLES = "off"
     settings.AGENTLAB_KEY_VARIABLES = KEY_VARIABLES
 
 

@@ -313,10 +313,7 @@ def test_conversations_show_and_filter_by_their_provider_profile(staff: Client) 
 
     page = staff.get(url(Conversation, "change", chosen.pk)).content.decode()
     assert f'<a href="{url(ProviderProfile, "change", mistral.pk)}">mistral</a>' in page
-    assert (
-        "Default (environment)"
-        in staff.get(url(Conversation, "change", default.pk)).content.decode()
-    )
+    assert "Server default" in staff.get(url(Conversation, "change", default.pk)).content.decode()
 
     def listed(**query: object) -> dict[int, str]:
         response = staff.get(url(Conversation, "changelist"), query)

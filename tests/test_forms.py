@@ -3,15 +3,23 @@ keeps keys out of the database, the fork form bounds an edited result."""
 
 from __future__ import annotations
 
+import json
+import re
+from html import unescape
+
 import pytest
+from django.http import QueryDict
 
 from chat.forms import (
+    DEFAULT_EVENT_LOOPS,
+    MAX_ROWS,
     AgentSettings,
     ProviderProfileForm,
     ToolForkForm,
     base_url_problem,
     missing_key_warning,
 )
+from chat.formsets import row_edit
 from chat.models import ProviderProfile
 from chat.runs.providers import key_variable_problem
 from chat.testing import factories as make
@@ -144,3 +152,94 @@ def test_a_chosen_tool_not_available_here_is_shown_and_kept() -> None:
     assert conversation.parameters["enabled_tools"] == ["handoff_note"]
     made_up = make.settings_form(**{"agent-enabled_tools": ["never_was"]})
     assert not AgentSettings(conversation, made_up, user=owner).is_valid()
+
+
+def test_the_settings_panel_shows_every_default_as_a_placeholder() -> None:
+    owner = make.user()
+    conversation = make.conversation(owner, "panel")
+    conversation.profile = ProviderProfile.objects.create(
+        name="mistral",
+        base_url="https://api.mistral.ai/v1",
+        model="mistral-small-latest",
+        available_to_everyone=True,
+    )
+    conversation.save()
+
+    panel = AgentSettings(conversation, user=owner)
+    html = str(panel.form)
+
+    assert panel.form.initial["max_event_loops"] is None, "the default is not a value of its own"
+    assert re.search(r'name="agent-model"[^>]*placeholder="mistral-small-latest"', html)
+    for name in ("temperature", "top_p", "max_tokens"):
+        assert re.search(rf'name="agent-{name}"[^>]*placeholder="provider default"', html)
+    assert re.search(rf'name="agent-max_event_loops"[^>]*placeholder="{DEFAULT_EVENT_LOOPS}"', html)
+    select = re.search(r'<select name="agent-profile"[^>]*>', html)
+    assert select is not None and 'data-model-field="id_agent-model"' in select.group(0)
+    defaults = re.search(r"data-default-models=\"([^\"]*)\"", select.group(0))
+    assert defaults is not None
+    assert json.loads(unescape(defaults.group(1))) == {
+        "": "scripted",
+        str(conversation.profile.pk): "mistral-small-latest",
+    }
+
+
+def test_an_empty_max_event_loops_is_the_server_default() -> None:
+    conversation = make.conversation(make.user(), "panel", max_event_loops=12)
+    empty = make.settings_form(**{"agent-max_event_loops": ""})
+    panel = AgentSettings(conversation, empty, user=conversation.owner)
+    assert panel.is_valid(), panel.form.errors
+    panel.save()
+    conversation.refresh_from_db()
+    assert conversation.agent_parameters().max_event_loops == DEFAULT_EVENT_LOOPS
+    assert "max_event_loops" not in conversation.parameters
+
+
+def test_a_blank_row_only_when_there_is_none() -> None:
+    owner = make.user()
+    empty = AgentSettings(make.conversation(owner, "a"), user=owner)
+    assert len(empty.system_prompts.forms) == 1 and len(empty.pre_messages.forms) == 1
+    full = AgentSettings(make.conversation(owner, "b", system_prompts=["One", "Two"]), user=owner)
+    assert [f.initial["content"] for f in full.system_prompts.forms] == ["One", "Two"]
+
+
+def posted(**fields: str | list[str]) -> QueryDict:
+    data = QueryDict(mutable=True)
+    for name, value in fields.items():
+        data.setlist(name, value if isinstance(value, list) else [value])
+    return data
+
+
+def test_removing_a_row_renumbers_the_rows_after_it() -> None:
+    data = posted(
+        **{
+            "system-TOTAL_FORMS": "3",
+            "system-INITIAL_FORMS": "2",
+            "system-0-content": "a",
+            "system-1-content": "b",
+            "system-2-content": "c",
+            "agent-enabled_tools": ["x", "y"],
+            "remove": "system-1",
+        }
+    )
+    edit = row_edit(data, MAX_ROWS)
+    assert edit is not None and edit.added is None and edit.focus_add == "system"
+    assert edit.data["system-TOTAL_FORMS"] == "2" and edit.data["system-INITIAL_FORMS"] == "1"
+    assert (edit.data["system-0-content"], edit.data["system-1-content"]) == ("a", "c")
+    assert "system-2-content" not in edit.data
+    assert edit.data.getlist("agent-enabled_tools") == ["x", "y"]
+    # A row that is not on the page changes nothing; another prefix is no row edit at all.
+    stale = data.copy()
+    stale["remove"] = "system-7"
+    kept = row_edit(stale, MAX_ROWS)
+    assert kept is not None and kept.data == stale
+    stale["remove"] = "other-0"
+    assert row_edit(stale, MAX_ROWS) is None
+
+
+def test_adding_a_row_stops_at_the_limit() -> None:
+    edit = row_edit(posted(**{"pre-TOTAL_FORMS": "2", "add": "pre"}), MAX_ROWS)
+    assert edit is not None and edit.added == 2 and edit.data["pre-TOTAL_FORMS"] == "3"
+    full = row_edit(posted(**{"pre-TOTAL_FORMS": str(MAX_ROWS["pre"]), "add": "pre"}), MAX_ROWS)
+    assert full is not None and full.added is None
+    assert full.data["pre-TOTAL_FORMS"] == str(MAX_ROWS["pre"])
+    assert row_edit(posted(**{"pre-TOTAL_FORMS": "1"}), MAX_ROWS) is None

@@ -289,11 +289,11 @@ def test_the_panel_offers_the_default_and_every_profile_open_to_everyone(
     assert select is not None
     options = re.findall(r"<option[^>]*>([^<]*)</option>", select.group(0))
     assert options == [
-        "Default (environment)",
+        "Server default",
         "deepseek · deepseek-chat",
         "mistral · mistral-small-latest",
     ]
-    assert re.search(r'<option value="" selected>Default', select.group(0))
+    assert re.search(r'<option value="" selected>Server default', select.group(0))
     assert "is not set on the server" not in html
 
 
@@ -408,9 +408,7 @@ def test_the_panel_offers_only_the_profiles_the_user_may_use(
 
     select = re.search(r'<select name="agent-profile".*?</select>', html, re.DOTALL)
     assert select is not None
-    assert re.findall(r"<option[^>]*>([^<]*)</option>", select.group(0)) == [
-        "Default (environment)"
-    ]
+    assert re.findall(r"<option[^>]*>([^<]*)</option>", select.group(0)) == ["Server default"]
     response = owner_client.post(
         settings_url(conversation),
         panel_data(**{"agent-profile": closed.pk}),

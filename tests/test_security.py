@@ -229,6 +229,10 @@ FORMS: dict[str, Callable[[Conversation], tuple[str, dict[str, Any]]]] = {
         reverse("chat:conversation_settings", args=[c.pk]),
         make.settings_form(),
     ),
+    "model picker": lambda c: (
+        reverse("chat:conversation_model", args=[c.pk]),
+        {"picker-profile": "", "picker-model": "pwned"},
+    ),
     "logout": lambda c: (reverse("logout"), {}),
     "admin delete": lambda c: (admin_url(Conversation, "delete", c.pk), {"post": "yes"}),
     "admin action": lambda c: (

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from typing import Any
 
 import pytest
@@ -290,3 +291,75 @@ def test_a_pill_opens_its_calls_details(client_in: Client, user: Any) -> None:
     other = Client()
     other.force_login(get_user_model().objects.create_user("mallory", password="pw-12345678"))
     assert other.get(url).status_code == 404
+
+
+def test_add_and_remove_rows_in_place_and_save_nothing_until_save(
+    client_in: Client, user: Any
+) -> None:
+    conversation = make.conversation(user, "rows", system_prompts=["One", "Two", "Three"])
+    url = reverse("chat:conversation_settings", args=[conversation.pk])
+    shown = client_in.get(url).content.decode()
+    assert shown.count('<textarea name="system-') == 3, "no blank row next to existing ones"
+    assert 'aria-label="Remove system prompt 2"' in shown and ">Add system prompt</button>" in shown
+    htmx = {"HX-Request": "true"}
+    rows = {
+        "system-TOTAL_FORMS": "3",
+        "system-INITIAL_FORMS": "3",
+        "system-0-content": "One",
+        "system-1-content": "Two",
+        "system-2-content": "Three",
+        "pre-TOTAL_FORMS": "0",
+        "pre-INITIAL_FORMS": "0",
+    }
+
+    added = client_in.post(url, make.settings_form(**rows, add="system"), headers=htmx)
+    assert added.status_code == 200
+    html = added.content.decode()
+    assert html.count('<textarea name="system-') == 4
+    assert re.search(r'<textarea name="system-3-content"[^>]*autofocus', html)
+    assert 'name="system-TOTAL_FORMS" value="4"' in html
+
+    removed = client_in.post(url, make.settings_form(**rows, remove="system-0"), headers=htmx)
+    html = removed.content.decode()
+    assert removed.status_code == 200
+    assert re.findall(r'<textarea name="system-\d-content"[^>]*>\n?([^<]*)</textarea>', html) == [
+        "Two",
+        "Three",
+    ]
+    assert re.search(r'hx-vals=\'{"add": "system"}\' autofocus', html)
+    conversation.refresh_from_db()
+    assert conversation.agent_parameters().system_prompts == ("One", "Two", "Three")
+
+    kept = {**rows, "system-TOTAL_FORMS": "2", "system-0-content": "Two", "system-1-content": "3"}
+    del kept["system-2-content"]
+    assert client_in.post(url, make.settings_form(**kept), headers=htmx).status_code == 200
+    conversation.refresh_from_db()
+    assert conversation.agent_parameters().system_prompts == ("Two", "3")
+
+
+def test_saved_is_said_next_to_the_save_button(client_in: Client, user: Any) -> None:
+    conversation = make.new_conversation(user)
+    url = reverse("chat:conversation_settings", args=[conversation.pk])
+    page = client_in.get(url).content.decode()
+    actions = re.search(r'<div class="actions settings-actions">(.*?)</div>', page, re.DOTALL)
+    assert actions is not None
+    assert re.search(
+        r'<button type="submit" form="settings-panel" class="primary">Save settings</button>\s*'
+        r'<p id="settings-status" class="save-status" role="status"></p>',
+        actions.group(1),
+    )
+
+    html = client_in.post(
+        url, make.settings_form(), headers={"HX-Request": "true"}
+    ).content.decode()
+    panel, _, status = html.partition("</form>")
+    assert "Saved" not in panel
+    assert re.search(
+        r'<span id="settings-status" hx-swap-oob="innerHTML">'
+        r'<span class="saved"><svg[^>]*>.*?</svg>Saved\. ',
+        status,
+    )
+    failed = client_in.post(
+        url, make.settings_form(**{"agent-temperature": "9"}), headers={"HX-Request": "true"}
+    ).content.decode()
+    assert "Not saved: see the fields marked above." in failed.partition("</form>")[2]

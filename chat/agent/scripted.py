@@ -7,7 +7,7 @@ import dataclasses
 import json
 import re
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,6 +17,7 @@ from .errors import ChatClientError
 from .events import ModelRequestSent, StreamItem
 from .messages import ChatMessage, ToolCall
 from .stream import ChatCompletionStreamParser
+from .titles import TITLE_CHARS, clean_title
 from .tools import ToolDefinition, humanize
 from .wire import build_request_body
 
@@ -24,6 +25,19 @@ SCRIPTED_MODEL = "scripted"
 SCRIPTED_LABEL = "Scripted model (offline)"
 _WORDS = re.compile(r"\s*\S+\s*|\s+")
 _TIME_ZONE = re.compile(r"\b([A-Z][A-Za-z_]+/[A-Z][A-Za-z_]+(?:/[A-Z][A-Za-z_]+)?)\b")
+_KEY_WORD = re.compile(r"[^\W\d_][\w'\u2019-]*[^\W_]")
+TITLE_WORDS = 4
+_STOP_WORDS = """
+    about after again all also am an and any are as at be because been before being below
+    between both but by can could did do does doing don't down during each few following for
+    from further get had has have having he help her here hers him his how i if i'm in into
+    is it it's its just know let like look me more most my need no nor not now of off on
+    once only or other our out over own please same she should so some such tell than that
+    the their them then there these they think this those through to too under until up us
+    very want was we were what when where which while who whom why will with would you your
+    yours
+"""
+STOP_WORDS = frozenset(_STOP_WORDS.split())
 
 
 @dataclass(frozen=True)
@@ -150,6 +164,30 @@ def respond(messages: Sequence[ChatMessage], offered: Sequence[str]) -> Scripted
         "answer from a script. Ask me for the time, to search the cards, or to leave a handoff "
         "note (or several at once), and I will call the tools enabled for this conversation."
     )
+
+
+def scripted_title(first_message: str) -> str | None:
+    """The scripted model's title for a conversation, from its first message alone.
+
+    A first message that fits in TITLE_CHARS is its own title (spaces collapsed, as the
+    automatic title has it). A longer one becomes its key words: the TITLE_WORDS most
+    frequent words of two letters or more that are not STOP_WORDS (a tie goes to the word
+    seen first), in the order they first appear, the first letter capitalised. None when the
+    message has no such word.
+    """
+    line = " ".join(first_message.split())
+    if len(line) <= TITLE_CHARS:
+        return line or None
+    words = [match.group() for match in _KEY_WORD.finditer(line)]
+    keys = [word for word in words if word.lower() not in STOP_WORDS]
+    counts = Counter(word.lower() for word in keys)
+    first_seen: dict[str, str] = {}
+    for word in keys:
+        first_seen.setdefault(word.lower(), word)
+    position = {word: number for number, word in enumerate(first_seen)}
+    chosen = set(sorted(first_seen, key=lambda word: (-counts[word], position[word]))[:TITLE_WORDS])
+    title = " ".join(first_seen[word] for word in first_seen if word in chosen)
+    return clean_title(title[:1].upper() + title[1:])
 
 
 def _quote_tool_replies(messages: Sequence[ChatMessage]) -> ScriptedTurn:

@@ -6,6 +6,7 @@
 - `control`: the channel through which any process stops a run or catches up with it.
 - `recorder`: run events into rows.
 - `liveness`: heartbeats, dead-run detection, interrupt and recovery.
+- `titles`: the model's title for a conversation after its first reply, in the background.
 """
 
 from .control import request_cancel, request_catch_up

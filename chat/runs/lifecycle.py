@@ -29,9 +29,9 @@ from chat.fragments import RunPublisher
 from chat.models import Conversation, Message, Run, RunStatus, title_from
 from chat.transcripts import versions
 
-from . import control, liveness
+from . import control, liveness, titles
 from .exceptions import RunRefused
-from .providers import build_client, endpoint, profile_for_run
+from .providers import Endpoint, build_client, endpoint, profile_for_run
 from .recorder import Recorder
 from .scheduling import START_FIRST
 
@@ -84,9 +84,13 @@ async def start_run(
         # Checked first: an oversized or empty message costs no client, lock or query.
         check_message(content)
     started = START_FIRST.enter()
+    # Titles are asked of the endpoint the run talks to, so only when it is the conversation's
+    # own: a client given by the caller (a terminal's --base-url, a test) may point elsewhere.
+    target: Endpoint | None = None
     try:
         if client is None:
-            client = build_client(endpoint(await profile_for_run(conversation, user)))
+            target = endpoint(await profile_for_run(conversation, user))
+            client = build_client(target)
         try:
             run, request, user_message = await sync_to_async(_create_run)(
                 conversation=conversation,
@@ -114,6 +118,7 @@ async def start_run(
             listeners=[*listeners, publisher],
             publisher=publisher,
             started=started,
+            title_endpoint=target,
         ),
         context=contextvars.Context(),
     )
@@ -254,13 +259,15 @@ async def execute_run(
     listeners: Sequence[Listener] = (),
     publisher: RunPublisher | None = None,
     started: Callable[[], None] | None = None,
+    title_endpoint: Endpoint | None = None,
 ) -> Run:
     """Drive DebugRuntime for one run, persisting as it goes and telling every listener.
 
     While it runs, it answers control messages (cancel, catch-up) on the conversation's
     control group, so a socket in any process can stop it or catch up with it. `started` is
     called once the run has shown something (see StartFirst); start_run also calls it when
-    the task ends.
+    the task ends. With `title_endpoint`, a completed run has that endpoint propose its
+    conversation's title afterwards, in a task of its own (see `titles`).
     """
     recorder = Recorder(run)
     runtime = DebugRuntime(client=client)
@@ -316,4 +323,6 @@ async def execute_run(
         heartbeat.cancel()
         controls.cancel()
         await client.aclose()
+    if title_endpoint is not None:
+        titles.propose_later(run, title_endpoint)
     return run

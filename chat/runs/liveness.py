@@ -28,6 +28,9 @@ running: dict[int, asyncio.Task[Run]] = {}
 """The runs executing in this process, by id."""
 stopping = threading.Event()
 """Set once this process is shutting down: it takes no new run, and its runs are interrupted."""
+background: set[asyncio.Task[object]] = set()
+"""Tasks of this process that no run waits for (title requests): kept here so that they are
+not collected mid-way; a stopping process cancels them and does not wait."""
 starting: set[int] = set()
 """Runs this process has created whose task is not registered yet: alive, not dead.
 
@@ -80,8 +83,11 @@ async def wind_up_all(grace: float) -> int:
 
     Each run saves what streamed and answers its unanswered tool calls as on Stop, but ends
     `interrupted`; `grace` seconds bound the wait. Returns how many runs were wound up.
+    Background tasks are cancelled, not waited for.
     """
     stopping.set()
+    for pending in background:
+        pending.cancel()
     tasks = [task for task in running.values() if not task.done()]
     for task in tasks:
         task.cancel()

@@ -25,6 +25,7 @@ FAILED_BY_USER = "marked failed by the user"
 EDITED_MARK = "Result edited by the user in this fork."
 FAILED_MARK = "(marked failed by the user in this fork)"
 COPIED_FIELDS = ("index", "role", "content", "reasoning", "tool_calls", "tool_call_id")
+FORK_MARK = " (fork)"
 
 
 class RunInProgress(ValueError):
@@ -91,6 +92,17 @@ def tool_fork_round(rows: Sequence[Message], at_message: int, tool_call_id: str)
     return before[-1]
 
 
+def fork_title(parent: Conversation) -> str:
+    """The parent's title marked as a fork: "Trip planning (fork)". The mark goes last so that
+    the sidebar, which cuts long titles, still shows the title first; a fork of a fork is
+    marked once."""
+    title = str(parent)
+    if title.endswith(FORK_MARK):
+        return title
+    limit = Conversation._meta.get_field("title").max_length or 200
+    return title[: limit - len(FORK_MARK)] + FORK_MARK
+
+
 def edited_reply(tool_result: str | None, tool_failed: bool) -> str:
     """The tool reply content the model sees in the fork."""
     if tool_failed:
@@ -148,7 +160,7 @@ def fork_conversation(
 
     fork = Conversation.objects.create(
         owner=owner,
-        title=f"Fork of {parent}"[:200],
+        title=fork_title(parent),
         profile_id=parent.profile_id,
         parent=parent,
         forked_at=end,

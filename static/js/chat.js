@@ -302,3 +302,190 @@
   document.addEventListener("htmx:wsOpen", function () { connection(true); });
   document.addEventListener("htmx:wsClose", function () { connection(false); });
 })();
+
+// Sidebar search: Ctrl+K (Cmd+K) focuses it from anywhere, the composer too, opening the phone
+// drawer if need be; Escape clears it and brings the list back; the arrow keys move between the
+// box and the results; Enter opens the first result once the results are those of what the box
+// says. Listens in the capture phase, so a key the search used (Escape) reaches the page's other
+// shortcuts as handled: Escape in a search that has text clears it, and closes nothing.
+(function () {
+  "use strict";
+
+  function box() { return document.getElementById("conversation-search"); }
+  function links() {
+    var list = document.getElementById("conversation-results");
+    return list ? Array.prototype.slice.call(list.querySelectorAll("a[href]")) : [];
+  }
+  function words(value) { return value.trim().split(/\s+/).join(" "); }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var hint = document.querySelector(".search-shortcut");
+    if (hint && /Mac|iPhone|iPad/.test(navigator.platform || navigator.userAgent)) hint.textContent = "⌘ K";
+  });
+  // New results start at the top, not where the reader had scrolled the list to.
+  document.addEventListener("htmx:afterSwap", function (event) {
+    if (event.detail.target && event.detail.target.id === "conversation-results") event.detail.target.scrollTop = 0;
+  });
+
+  document.addEventListener("keydown", function (event) {
+    var input = box();
+    var key = event.key || "";
+    if (!input || event.defaultPrevented || event.isComposing) return;
+    if ((event.ctrlKey || event.metaKey) && !event.altKey && !event.shiftKey && key.toLowerCase() === "k") {
+      event.preventDefault();
+      var toggle = document.querySelector("[data-drawer]");
+      if (getComputedStyle(input).visibility !== "visible" && toggle) toggle.click();
+      input.focus();
+      input.select();
+      return;
+    }
+    if (event.target === input) {
+      var first = links()[0];
+      if (key === "Escape" && input.value) {
+        event.preventDefault();
+        input.value = "";
+        // The box's own trigger ("input changed") fetches the whole list again.
+        input.dispatchEvent(new Event("input", { bubbles: true }));
+      } else if (key === "ArrowDown" && first) {
+        event.preventDefault();
+        first.focus();
+      } else if (key === "Enter" && first) {
+        var results = document.querySelector("#conversation-results .search-results");
+        if (results && results.dataset.query === words(input.value)) {
+          event.preventDefault();
+          first.click();
+        }
+      }
+      return;
+    }
+    var all = links();
+    var at = all.indexOf(event.target);
+    if (at < 0) return;
+    if (key === "ArrowDown" && at + 1 < all.length) {
+      event.preventDefault();
+      all[at + 1].focus();
+    } else if (key === "ArrowUp") {
+      event.preventDefault();
+      (at === 0 ? input : all[at - 1]).focus();
+    } else if (key === "Escape") {
+      event.preventDefault();
+      input.focus();
+    }
+  }, true);
+})();
+
+// Model picker in the conversation header: a disclosure whose panel htmx loads on opening;
+// Escape closes it and gives the focus back to its button. A listed model fills the Model field;
+// typing filters the list. The model field's placeholder follows the provider (the picker and
+// the settings page), and the settings page's "Saved" goes once the panel is edited again.
+(function () {
+  "use strict";
+
+  function picker() { return document.getElementById("model-picker"); }
+  function parts(root) {
+    return {
+      toggle: root.querySelector("[data-picker-toggle]"),
+      panel: root.querySelector(".model-popover"),
+      box: root.querySelector("[data-model-input]")
+    };
+  }
+
+  function open(root) {
+    var p = parts(root);
+    p.panel.hidden = false;
+    p.toggle.setAttribute("aria-expanded", "true");
+    p.panel.textContent = "Loading…";
+    htmx.trigger(p.panel, "picker-open");
+  }
+
+  function close(root, refocus) {
+    var p = parts(root);
+    if (p.panel.hidden) return;
+    p.panel.hidden = true;
+    p.toggle.setAttribute("aria-expanded", "false");
+    if (refocus) p.toggle.focus();
+  }
+
+  function mark(root) {
+    var box = parts(root).box;
+    var value = box ? box.value.trim() : "";
+    root.querySelectorAll("[data-pick-model]").forEach(function (option) {
+      option.setAttribute("aria-pressed", option.dataset.pickModel === value ? "true" : "false");
+    });
+  }
+
+  function filter(root) {
+    var text = parts(root).box.value.trim().toLowerCase();
+    root.querySelectorAll("[data-pick-model]").forEach(function (option) {
+      option.parentElement.hidden = !!text && option.dataset.pickModel.toLowerCase().indexOf(text) < 0;
+    });
+  }
+
+  function placeholder(select) {
+    var field = document.getElementById(select.dataset.modelField || "");
+    var defaults;
+    try { defaults = JSON.parse(select.dataset.defaultModels); } catch (e) { return; }
+    if (field && typeof defaults[select.value] === "string") field.placeholder = defaults[select.value];
+  }
+
+  function settingsEdited(target) {
+    if (!target.closest || !target.closest("#settings-panel")) return;
+    var status = document.getElementById("settings-status");
+    if (status) status.textContent = "";
+  }
+
+  document.addEventListener("click", function (event) {
+    var root = picker();
+    var target = event.target.closest ? event.target : null;
+    if (!root || !target) return;
+    if (target.closest("[data-picker-toggle]")) {
+      if (parts(root).panel.hidden) open(root); else close(root, false);
+      return;
+    }
+    var option = target.closest("[data-pick-model]");
+    if (option && root.contains(option)) {
+      var box = parts(root).box;
+      box.value = option.dataset.pickModel;
+      mark(root);
+      box.focus();
+      return;
+    }
+    if (!root.contains(target)) close(root, false);
+  });
+
+  document.addEventListener("keydown", function (event) {
+    var root = picker();
+    if (event.key !== "Escape" || event.isComposing || !root || parts(root).panel.hidden) return;
+    event.preventDefault();
+    close(root, true);
+  }, true);  // capture: before the page's own Escape (which would stop a run)
+
+  document.addEventListener("input", function (event) {
+    var root = picker();
+    var target = event.target;
+    if (root && target.matches && target.matches("[data-model-input]") && root.contains(target)) {
+      filter(root);
+      mark(root);
+    }
+    settingsEdited(target);
+  });
+
+  document.addEventListener("change", function (event) {
+    var target = event.target;
+    settingsEdited(target);
+    if (!target.matches || !target.matches("select[data-default-models]")) return;
+    placeholder(target);
+    var root = picker();
+    // Another provider: the model typed for the last one is not meant for it.
+    if (root && root.contains(target) && parts(root).box) parts(root).box.value = "";
+  });
+
+  document.addEventListener("htmx:load", function (event) {
+    var el = event.target;
+    if (!el || !el.querySelectorAll) return;
+    if (el.matches("select[data-default-models]")) placeholder(el);
+    el.querySelectorAll("select[data-default-models]").forEach(placeholder);
+    var root = picker();
+    if (root && root.contains(el)) mark(root);
+  });
+})();

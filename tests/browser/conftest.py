@@ -43,6 +43,8 @@ def live_server_url(django_db_setup: Any, django_db_blocker: Any) -> Iterator[st
         env={
             "AGENTLAB_SCRIPTED_DELAY": "0.02",
             "AGENTLAB_TOOL_MODULES": "tests.browser.tools",
+            # A title request would take a response the fake providers scripted for a run.
+            "AGENTLAB_TITLES": "off",
         },
     ) as server:
         yield server.url

@@ -87,4 +87,4 @@ def test_fork_after_a_message_opens_the_fork(page: Page, live_server_url: str, l
     fork = wait_for(lambda: Conversation.objects.filter(parent=parent).first())
     expect(page).to_have_url(re.compile(rf"/c/{fork.pk}/$"))
     expect(page.locator(".message.user .bubble")).to_have_text("what time is it?")
-    expect(page.locator("#conversation-title")).to_have_text("Fork of what time is it?")
+    expect(page.locator("#conversation-title")).to_have_text("what time is it? (fork)")

@@ -83,12 +83,26 @@ def test_the_parent_is_what_the_tests_expect(parent: Conversation) -> None:
     assert parent.messages.get(index=5).tool_calls[1]["id"] == "call_3"
 
 
+def test_a_fork_title_keeps_the_title_first_and_says_fork_once(parent: Conversation) -> None:
+    """The mark goes last, so a sidebar that cuts long titles still shows the title."""
+    fork = forks.fork_conversation(parent, owner=parent.owner, at_message=3)
+    again = forks.fork_conversation(fork, owner=parent.owner, at_message=3)
+    assert (fork.title, again.title) == ("Times (fork)", "Times (fork)")
+
+    parent.title = "x" * 200
+    parent.save(update_fields=["title"])
+    long = forks.fork_conversation(parent, owner=parent.owner, at_message=3)
+    assert len(long.title) == 200 and long.title.endswith("xx (fork)")
+    untitled = Conversation.objects.create(owner=parent.owner)
+    assert forks.fork_title(untitled) == f"Conversation {untitled.pk} (fork)"
+
+
 def test_fork_at_a_user_message(parent: Conversation) -> None:
     before = snapshot(parent)
     fork = forks.fork_conversation(parent, owner=parent.owner, at_message=4)
 
     assert fork.parent == parent and fork.forked_at == 4 and fork.owner == parent.owner
-    assert fork.title == "Fork of Times"
+    assert fork.title == "Times (fork)"
     assert fork.parameters == parent.parameters and fork.profile_id == parent.profile_id
     assert roles(fork) == ["user", "assistant", "tool", "assistant", "user"]
     assert list(fork.messages.values_list("index", flat=True)) == [0, 1, 2, 3, 4]
@@ -239,7 +253,7 @@ def test_fork_links_partial(parent: Conversation) -> None:
     detail = reverse("chat:conversation_detail", args=[parent.pk])
     assert f'Forked from <a href="{detail}">Times</a> after message 3' in fork_html
     assert reverse("chat:conversation_detail", args=[fork.pk]) in parent_html
-    assert "Forks:" in parent_html and "Fork of Times" in parent_html
+    assert "Forks:" in parent_html and "Times (fork)" in parent_html
     lone = Conversation.objects.create(owner=parent.owner)
     assert render_to_string("chat/fork_links.html", {"conversation": lone}).strip() == ""
     parent.delete()

@@ -1,0 +1,247 @@
+"""Finding conversations: the sidebar's search (its view too) and its date groups. The admin's
+search shares the matching rule."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import date
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Subquery, Value, When
+from django.db.models.functions import Greatest, Lower, StrIndex, Substr
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.utils.html import escape, format_html, format_html_join
+from django.utils.safestring import SafeString
+from django.utils.text import smart_split, unescape_string_literal
+from django.views.decorators.http import require_GET
+
+from chat.models import Conversation, Message, ToolCall
+
+LIMIT = 50
+"""Results a search shows; the reader is told when more match."""
+MAX_WORDS = 10
+MAX_QUERY_CHARS = 200
+SNIPPET_CHARS = 110
+"""Characters of message text a result shows, about two lines of the sidebar."""
+SNIPPET_BEFORE = 28
+"""Of which before the match, so the match is on the first line."""
+FETCH_BEFORE, FETCH_CHARS = 120, 480
+"""The window of a message's text the database sends: enough around the match for a snippet
+after whitespace is collapsed, never the whole of a long message."""
+SHOWN_ROLES = (Message.Role.USER, Message.Role.ASSISTANT)
+"""The messages whose text the reader sees, and so can look for."""
+GROUPS = ("Today", "Yesterday", "Previous 7 days", "Previous 30 days", "Older")
+
+
+def words(text: str) -> list[str]:
+    """The words of a search, a quoted phrase as one: `time "in Paris"` -> time, in Paris."""
+    found: list[str] = []
+    for bit in smart_split(text[:MAX_QUERY_CHARS]):
+        if len(bit) > 1 and bit[0] in "\"'" and bit[0] == bit[-1]:
+            bit = unescape_string_literal(bit)
+        bit = " ".join(bit.split())
+        if bit and bit.casefold() not in {word.casefold() for word in found}:
+            found.append(bit)
+    return found[:MAX_WORDS]
+
+
+def matching(
+    conversations: QuerySet[Conversation], terms: Sequence[str], *, everywhere: bool = False
+) -> QuerySet[Conversation]:
+    """Those with every word, case-insensitively, in the title or in the text of a message.
+
+    The sidebar counts the text its reader sees: the user and assistant messages of the active
+    path. The admin (`everywhere`) counts every message of every version with its tool calls,
+    and the names of the tools the runs called. Subqueries rather than joins: a join over
+    messages would multiply rows.
+    """
+    for word in terms:
+        title = Q(title__icontains=word)
+        if everywhere:
+            messages = Message.objects.filter(
+                Q(content__icontains=word) | Q(tool_calls__icontains=word),
+                conversation=OuterRef("pk"),
+            )
+            calls = ToolCall.objects.filter(run__conversation=OuterRef("pk"), name__icontains=word)
+            conversations = conversations.filter(title | Exists(messages) | Exists(calls))
+        else:
+            shown = _shown().filter(conversation=OuterRef("pk"), content__icontains=word)
+            conversations = conversations.filter(title | Exists(shown))
+    return conversations
+
+
+def _shown() -> QuerySet[Message]:
+    return Message.objects.active().filter(role__in=SHOWN_ROLES)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A conversation a search found: its title and a snippet of its first matching message
+    (empty when only the title matches), escaped, each match in <mark>."""
+
+    conversation: Conversation
+    title: SafeString
+    snippet: SafeString
+
+
+@dataclass(frozen=True)
+class Results:
+    """What a search found, most recent first; `more` when more matched than are shown."""
+
+    query: str
+    hits: list[Hit]
+    more: bool
+
+    @property
+    def summary(self) -> str:
+        """What a screen reader announces once the results are in."""
+        if not self.hits:
+            return f"No conversation matches “{self.query}”."
+        if self.more:
+            return f"More than {len(self.hits)} conversations match: the most recent are shown."
+        n = len(self.hits)
+        return f"{n} conversation matches." if n == 1 else f"{n} conversations match."
+
+
+def search(conversations: QuerySet[Conversation], query: str, *, limit: int = LIMIT) -> Results:
+    """The conversations with every word of `query`, most recent first, at most `limit`.
+    `conversations` are those the reader may see: `Conversation.objects.for_user(user)`.
+
+    Two queries whatever the number of conversations or messages: the matches, each with the
+    id of its first matching message, then a window of those messages' text around the match.
+    """
+    terms = words(query)
+    any_word = Q()
+    for word in terms:
+        any_word |= Q(content__icontains=word)
+    first = _shown().filter(any_word, conversation=OuterRef("pk")).values("pk")[:1]
+    found = matching(conversations, terms).annotate(hit=Subquery(first))
+    rows = list(found.order_by("-updated_at", "-id")[: limit + 1])
+    texts = _windows([row.hit for row in rows[:limit] if row.hit], terms)
+    pattern = _pattern(terms)
+    hits = [
+        Hit(row, highlight(str(row), pattern), snippet(*texts.get(row.hit, ("", 1)), pattern))
+        for row in rows[:limit]
+    ]
+    return Results(" ".join(query[:MAX_QUERY_CHARS].split()), hits, more=len(rows) > limit)
+
+
+def _windows(pks: list[int], terms: Sequence[str]) -> dict[int, tuple[str, int]]:
+    """Each message's text around its first word found, and where that window starts (from 1)."""
+    if not pks or not terms:
+        return {}
+    at = Case(
+        *(
+            When(content__icontains=word, then=StrIndex(Lower("content"), Value(word.lower())))
+            for word in terms
+        ),
+        default=Value(1),
+    )
+    start = Greatest(F("at") - FETCH_BEFORE, Value(1))
+    rows = (
+        Message.objects.filter(pk__in=pks)
+        .annotate(at=at)
+        .annotate(start=start)
+        .annotate(window=Substr("content", start, FETCH_CHARS))
+        .order_by()
+        .values_list("pk", "window", "start")
+    )
+    return {pk: (window or "", start) for pk, window, start in rows}
+
+
+def _pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
+    if not terms:
+        return None
+    longest_first = sorted(terms, key=len, reverse=True)
+    return re.compile("|".join(re.escape(word) for word in longest_first), re.IGNORECASE)
+
+
+def highlight(text: str, pattern: re.Pattern[str] | None) -> SafeString:
+    """`text` escaped, every match of `pattern` in <mark>."""
+    if pattern is None:
+        return escape(text)
+    pairs, last = [], 0
+    for match in pattern.finditer(text):
+        pairs.append((text[last : match.start()], match.group()))
+        last = match.end()
+    return format_html("{}{}", format_html_join("", "{}<mark>{}</mark>", pairs), text[last:])
+
+
+def snippet(window: str, start: int, pattern: re.Pattern[str] | None) -> SafeString:
+    """About SNIPPET_CHARS of `window` (a message's text from character `start`) on one line,
+    cut at spaces around its first match, an ellipsis where text was left out."""
+    text = " ".join(window.split())
+    if not text:
+        return SafeString("")
+    match = pattern.search(text) if pattern else None
+    at, end_of_match = (match.start(), match.end()) if match else (0, 0)
+    begin = 0
+    if at > SNIPPET_BEFORE:
+        space = text.find(" ", at - SNIPPET_BEFORE, at)
+        begin = space + 1 if space >= 0 else at - SNIPPET_BEFORE
+    elif start > 1:  # the window starts mid-word
+        begin = text.find(" ", 0, at) + 1
+    end = max(begin + SNIPPET_CHARS, end_of_match)
+    if end < len(text):
+        space = text.rfind(" ", end_of_match, end)
+        end = space if space > end_of_match else end
+    cut_before = begin > 0 or start > 1
+    cut_after = end < len(text) or len(window) >= FETCH_CHARS
+    return format_html(
+        "{}{}{}",
+        "…" if cut_before else "",
+        highlight(text[begin:end], pattern),
+        "…" if cut_after else "",
+    )
+
+
+@dataclass(frozen=True)
+class DateGroup:
+    """Conversations last updated in one span of days, as the sidebar lists them."""
+
+    label: str
+    conversations: list[Conversation]
+
+
+def date_group(day: date, today: date) -> str:
+    """The group of a day: Today, Yesterday, Previous 7 days (2 to 7 days ago), Previous 30
+    days (8 to 30) or Older; a day after today (a clock set wrong) counts as today."""
+    age = (today - day).days
+    if age <= 0:
+        return "Today"
+    if age == 1:
+        return "Yesterday"
+    if age <= 7:
+        return "Previous 7 days"
+    return "Previous 30 days" if age <= 30 else "Older"
+
+
+def by_date(conversations: Iterable[Conversation], today: date | None = None) -> list[DateGroup]:
+    """Conversations, in their order, grouped by the day of their last update in the server's
+    time zone; groups without conversations are left out."""
+    today = today or timezone.localdate()
+    groups: dict[str, list[Conversation]] = {}
+    for conversation in conversations:
+        label = date_group(timezone.localdate(conversation.updated_at), today)
+        groups.setdefault(label, []).append(conversation)
+    return [DateGroup(label, groups[label]) for label in GROUPS if label in groups]
+
+
+@login_required
+@require_GET
+def conversation_search(request: HttpRequest) -> HttpResponse:
+    """The sidebar's list: what a search finds, or with no words every conversation by date.
+    `current` is the conversation of the page, marked as such in the list."""
+    query, current = request.GET.get("q", ""), request.GET.get("current", "")
+    mine = Conversation.objects.for_user(request.user)
+    context = {
+        "results": search(mine, query) if words(query) else None,
+        "conversations": mine,
+        "current": int(current) if current.isdecimal() else None,
+        "searched": True,
+    }
+    return render(request, "chat/sidebar.html#conversation-list", context)
