@@ -141,17 +141,7 @@ def pill(
     return render_to_string(PILL_TEMPLATE, context)
 
 
-@register.simple_tag
-def tool_pill(
-    name: str,
-    status: str = "",
-    error: str = "",
-    url: str = "",
-    element_id: str = "",
-    detail: str = "",
-    panel: str = "",
-) -> str:
-    return pill(name, status, error, url, element_id, detail, panel)
+register.simple_tag(pill, name="tool_pill")
 
 
 @register.filter

@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from axe_playwright_python.sync_playwright import Axe
 from django.utils import timezone
 from playwright.sync_api import Page, expect
 
 from chat import agent, transcripts
 from chat.models import Conversation
 from chat.testing import factories as make
-from tests.browser.test_screens import SCREENS
+from tests.browser.test_screens import VIEWPORTS, look
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-VIEWPORTS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
 CONVERSATIONS = [
     # title, days since the last update, what was said
     ("Trip to Lisbon", 0, ["Plan three days in Lisbon", "Start at the castle, then walk down."]),
@@ -67,22 +64,6 @@ def open_sidebar(page: Page) -> None:
         toggle.click()
         expect(page.locator("#sidebar")).to_have_css("transform", "none")  # slid in
     expect(search_box(page)).to_be_visible()
-
-
-def look(page: Page, name: str, check: Callable[[Page], None]) -> None:
-    """test_screens.look at 1440 and 390 wide: light and dark, a screenshot, no serious axe
-    finding. `check` also brings the page into its state (it runs after each reload)."""
-    SCREENS.mkdir(parents=True, exist_ok=True)
-    for viewport, size in VIEWPORTS.items():
-        for scheme in ("light", "dark"):
-            page.set_viewport_size(size)
-            page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
-            page.reload()
-            check(page)
-            page.screenshot(path=SCREENS / f"{name}-{viewport}-{scheme}.png", full_page=True)
-            violations = Axe().run(page).response["violations"]
-            serious = [v["id"] for v in violations if v["impact"] in ("serious", "critical")]
-            assert serious == [], (name, viewport, scheme, serious)
 
 
 def test_typing_finds_message_text_and_shows_the_snippet(

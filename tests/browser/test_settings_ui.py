@@ -6,39 +6,22 @@ is said by the Save button. Screenshots at 1440x900 and 390x844, light and dark,
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from axe_playwright_python.sync_playwright import Axe
 from playwright.sync_api import Page, expect
 
 from chat import runs
 from chat.models import Conversation, ProviderProfile
 from chat.testing.openai_script import MODEL, text_turn
 from chat.testing.openai_server import FakeOpenAIServer
-from tests.browser.test_screens import SCREENS
+from tests.browser.test_screens import look
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-VIEWPORTS = {"desktop": {"width": 1440, "height": 900}, "phone": {"width": 390, "height": 844}}
 MODELS = ["fake-small", "fake-large", MODEL]
 SAVED = "Saved. The next message uses these settings."
-
-
-def look(page: Page, name: str, check: Callable[[Page], None]) -> None:
-    """Both viewports and colour schemes: the check holds, a screenshot, no serious axe finding."""
-    SCREENS.mkdir(parents=True, exist_ok=True)
-    for viewport, size in VIEWPORTS.items():
-        for scheme in ("light", "dark"):
-            page.set_viewport_size(size)
-            page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
-            page.reload()
-            check(page)
-            page.screenshot(path=SCREENS / f"{name}-{viewport}-{scheme}.png", full_page=True)
-            violations = Axe().run(page).response["violations"]
-            serious = [v["id"] for v in violations if v["impact"] in ("serious", "critical")]
-            assert serious == [], (name, viewport, scheme, serious)
 
 
 @pytest.fixture

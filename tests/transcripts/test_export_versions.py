@@ -19,23 +19,9 @@ from chat.models import Conversation, Message, Run, ToolCall, Version
 from chat.testing import factories as make
 from chat.testing.openai_script import validate_request
 from chat.transcripts import versions
+from tests.transcripts.test_export_import import export, run, without_id
 
 pytestmark = pytest.mark.django_db
-
-
-def run(command: str, *args: str) -> tuple[str, str]:
-    out, err = StringIO(), StringIO()
-    call_command(command, *args, stdout=out, stderr=err)
-    return out.getvalue(), err.getvalue()
-
-
-def export(*args: str) -> list[dict[str, Any]]:
-    out, _ = run("export_transcripts", *args)
-    return [json.loads(line) for line in out.splitlines()]
-
-
-def without_id(record: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in record.items() if key != "id"}
 
 
 def new_version(made: Conversation, index: int, *texts: str) -> Version:
