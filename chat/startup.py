@@ -18,6 +18,7 @@ from django.urls import get_resolver
 
 from chat import runs
 from chat.models import Run
+from chat.runs import mcp
 
 logger = logging.getLogger(__name__)
 
@@ -79,9 +80,13 @@ def wind_up_runs_on_shutdown() -> bool:
     if loop is None:
         return False
 
+    async def wind_up() -> int:
+        wound_up = await runs.wind_up_all(settings.AGENTLAB_SHUTDOWN_SECONDS)
+        await mcp.hub.close()  # and so stop the stdio servers this process started
+        return wound_up
+
     def before_shutdown() -> defer.Deferred[int]:
-        wind_up = runs.wind_up_all(settings.AGENTLAB_SHUTDOWN_SECONDS)
-        return defer.Deferred.fromFuture(asyncio.ensure_future(wind_up, loop=loop))
+        return defer.Deferred.fromFuture(asyncio.ensure_future(wind_up(), loop=loop))
 
     # The reactor is typed as a module; at run time it is the installed asyncio reactor.
     cast(Any, reactor).addSystemEventTrigger("before", "shutdown", before_shutdown)

@@ -356,7 +356,7 @@ HUGE = "0123456789abcdé\n" * 65_536  # 1,048,576 characters
 
 OFFERED = "offered: fault_raiser, fault_sleeper, get_current_time"
 TOOL_FAULTS = [
-    pytest.param("get_current_time", "{oops", "arguments are not valid JSON: ", id="not-json"),
+    pytest.param("get_current_time", "{oops", "invalid arguments: not valid JSON: ", id="not-json"),
     pytest.param(
         "delete_everything",
         "{}",

@@ -76,12 +76,14 @@ class AgentParameters(BaseModel):
     @field_validator("enabled_tools")
     @classmethod
     def _tools_exist(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        """New choices must exist; `unavailable_tools` in the context are chosen ones kept."""
+        """New choices must exist: in the registry, or among the context's `known_tools` (tools
+        of other sources, such as MCP servers); `unavailable_tools` are chosen ones kept."""
         registry = _registry(info)
-        kept = set((info.context or {}).get("unavailable_tools", ()))
+        context = info.context or {}
+        kept = set(context.get("unavailable_tools", ())) | set(context.get("known_tools", ()))
         unknown = [name for name in value if name not in registry and name not in kept]
         if unknown:
-            known = ", ".join(registry.names()) or "none"
+            known = ", ".join([*registry.names(), *context.get("known_tools", ())]) or "none"
             raise ValueError(f"unknown tool(s): {', '.join(unknown)} (known: {known})")
         return tuple(dict.fromkeys(value))
 
@@ -96,11 +98,12 @@ class AgentParameters(BaseModel):
         kept = [name for name in tools if isinstance(name, str)]
         return cls.model_validate(data, context={"unavailable_tools": kept})
 
-    def changed(self, **changes: Any) -> AgentParameters:
-        """These parameters with some changed, validated; the tools chosen so far stay valid."""
+    def changed(self, *, known_tools: Collection[str] = (), **changes: Any) -> AgentParameters:
+        """These parameters with some changed, validated; the tools chosen so far stay valid,
+        and `known_tools` (not in the registry, e.g. MCP tools) may be chosen."""
         return self.model_validate(
             {**self.model_dump(), **changes},
-            context={"unavailable_tools": self.enabled_tools},
+            context={"unavailable_tools": self.enabled_tools, "known_tools": tuple(known_tools)},
         )
 
     def unavailable_tools(self, registry: ToolRegistry = default_registry) -> tuple[str, ...]:

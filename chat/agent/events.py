@@ -116,6 +116,10 @@ class ToolResult:
     status: Literal["completed", "failed"]
     error: str | None = None
     duration: float = 0.0
+    source: str = ""
+    """Where the tool lives when not built in: an MCP server's name."""
+    raw: Any = None
+    """The result as the tool's source gave it (an MCP CallToolResult as JSON), for the logs."""
 
     @property
     def message(self) -> ChatMessage:

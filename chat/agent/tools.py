@@ -55,6 +55,16 @@ class Tool:
     definition: ToolDefinition
     handler: ToolHandler
     timeout: float = DEFAULT_TOOL_TIMEOUT
+    source: str = ""
+    """Where the tool lives when not built in (an MCP server's name)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutput:
+    """A handler's result with the raw form its source gave (kept in the logs)."""
+
+    content: str
+    raw: Any = None
 
 
 class ToolRegistry:
@@ -69,9 +79,10 @@ class ToolRegistry:
         handler: ToolHandler,
         *,
         timeout: float = DEFAULT_TOOL_TIMEOUT,
+        source: str = "",
     ) -> Tool:
         jsonschema.Draft202012Validator.check_schema(definition.parameters)
-        tool = Tool(definition, handler, timeout)
+        tool = Tool(definition, handler, timeout, source)
         self._tools[definition.name] = tool
         return tool
 
@@ -257,18 +268,27 @@ class EventAgent:
 
     async def execute(self, call: ToolCall) -> ToolResult:
         started = time.monotonic()
+        tool = self.registry.get(call.name)
+        source = tool.source if tool is not None else ""
         try:
-            content = await self._execute(call)
+            output = await self._execute(call)
         except ToolError as exc:
             return ToolResult(
                 tool_call=call,
-                content=json.dumps({"error": str(exc)}),
+                content=json.dumps({"error": str(exc)}, ensure_ascii=False),
                 status="failed",
                 error=str(exc),
                 duration=time.monotonic() - started,
+                source=source,
+                raw=exc.raw,
             )
         return ToolResult(
-            tool_call=call, content=content, status="completed", duration=time.monotonic() - started
+            tool_call=call,
+            content=output.content,
+            status="completed",
+            duration=time.monotonic() - started,
+            source=source,
+            raw=output.raw,
         )
 
     async def handle(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
@@ -285,7 +305,7 @@ class EventAgent:
             for task in tasks:
                 task.cancel()
 
-    async def _execute(self, call: ToolCall) -> str:
+    async def _execute(self, call: ToolCall) -> ToolOutput:
         tool = self.registry.get(call.name)
         if tool is None or call.name not in self.enabled:
             offered = ", ".join(sorted(self.enabled)) or "none"
@@ -293,15 +313,15 @@ class EventAgent:
         try:
             arguments = json.loads(call.arguments) if call.arguments.strip() else {}
         except json.JSONDecodeError as exc:
-            raise ToolError(f"arguments are not valid JSON: {exc}") from None
+            raise ToolError(f"invalid arguments: not valid JSON: {exc}") from None
         if not isinstance(arguments, dict):
-            raise ToolError("arguments must be a JSON object")
+            raise ToolError("invalid arguments: not a JSON object")
         try:
             jsonschema.validate(arguments, tool.definition.parameters)
         except jsonschema.ValidationError as exc:
             where = "/".join(str(part) for part in exc.absolute_path)
             raise ToolError(
-                f"arguments do not match the schema{f' at {where}' if where else ''}: {exc.message}"
+                f"invalid arguments{f' at {where}' if where else ''}: {exc.message}"
             ) from None
         try:
             async with asyncio.timeout(tool.timeout) as deadline:
@@ -315,15 +335,24 @@ class EventAgent:
             if not deadline.expired():
                 raise ToolError(f"TimeoutError raised by {call.name!r}") from None
             raise ToolError(f"tool {call.name!r} timed out after {tool.timeout:g}s") from None
+        except ToolError:
+            raise
         except Exception as exc:  # a tool's failure is a result the model sees, not a crash
             raise ToolError(f"{type(exc).__name__}: {exc}") from exc
-        if isinstance(value, str):
+        if isinstance(value, ToolOutput):
             return value
+        if isinstance(value, str):
+            return ToolOutput(value)
         try:
-            return json.dumps(value, ensure_ascii=False, default=str)
+            return ToolOutput(json.dumps(value, ensure_ascii=False, default=str))
         except (TypeError, ValueError) as exc:
             raise ToolError(f"the result is not JSON-serialisable: {exc}") from None
 
 
 class ToolError(Exception):
-    """A tool call could not be carried out; its text becomes the error reply."""
+    """A tool call could not be carried out; its text becomes the error reply. `raw` keeps
+    what the tool's source answered, when it answered."""
+
+    def __init__(self, message: str, *, raw: Any = None) -> None:
+        super().__init__(message)
+        self.raw = raw

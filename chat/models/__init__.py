@@ -9,6 +9,7 @@ from .conversations import (
     Version,
     title_from,
 )
+from .mcp import McpServer, McpTool
 from .providers import ProviderProfile
 from .runs import ModelCall, Run, RunQuerySet, RunStatus, ToolCall, ToolCallQuerySet, ToolCallStatus
 
@@ -16,6 +17,8 @@ __all__ = [
     "Conversation",
     "ConversationQuerySet",
     "HistoryRepair",
+    "McpServer",
+    "McpTool",
     "Message",
     "MessageQuerySet",
     "ModelCall",

@@ -130,6 +130,12 @@ class ToolCall(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     duration = models.FloatField(null=True, blank=True, help_text="Seconds.")
+    server = models.CharField(
+        max_length=40, blank=True, help_text="The MCP server the tool lives on; empty: built in."
+    )
+    raw_result = models.JSONField(
+        null=True, blank=True, help_text="The result as the server sent it (MCP tools)."
+    )
 
     objects = ToolCallQuerySet.as_manager()
 

@@ -29,7 +29,7 @@ from chat.fragments import RunPublisher
 from chat.models import Conversation, Message, Run, RunStatus, title_from
 from chat.transcripts import versions
 
-from . import control, liveness, titles
+from . import control, liveness, mcp, titles
 from .exceptions import RunRefused
 from .providers import Endpoint, build_client, endpoint, profile_for_run
 from .recorder import Recorder
@@ -283,6 +283,7 @@ async def execute_run(
     controls = asyncio.create_task(control.listen(run, asyncio.current_task(), publisher))
     try:
         await tell(events.RunStarted())
+        request = await mcp.hub.prepare(request)
         resumed = time.monotonic()
         async for event in runtime.run(request):
             await recorder.record(event)

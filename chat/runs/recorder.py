@@ -193,6 +193,8 @@ class Recorder:
             error=result.error or "",
             finished_at=timezone.now(),
             duration=result.duration,
+            server=_fit(ToolCall, "server", result.source),
+            raw_result=result.raw,
         )
         if len(step.results) == len(step.calls):
             # Replies are stored in call order once the whole round is in, whatever order the

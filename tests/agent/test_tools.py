@@ -225,7 +225,7 @@ async def test_arguments_not_json(arguments: str) -> None:
 @pytest.mark.parametrize("arguments", ["[1, 2]", '"text"', "3", "null"])
 async def test_arguments_not_an_object(arguments: str) -> None:
     agent = EventAgent(registry_with("t", lambda _: "x"), ["t"])
-    assert "must be a JSON object" in error_of(await agent.execute(call("t", arguments)))
+    assert "invalid arguments: not a JSON object" in error_of(await agent.execute(call("t", arguments)))
 
 
 @pytest.mark.parametrize("arguments", ["", "   "])
@@ -255,7 +255,7 @@ async def test_arguments_not_matching_the_schema(arguments: str, expected: str) 
     registry = registry_with("search", lambda _: ran.append(True), parameters=STRICT_SCHEMA)
     result = await EventAgent(registry, ["search"]).execute(call("search", arguments))
     error = error_of(result)
-    assert "do not match the schema" in error
+    assert "invalid arguments" in error
     assert expected in error
     assert ran == []
 
@@ -524,7 +524,7 @@ async def test_get_current_time_unknown_timezone_fails(zone: str) -> None:
 
 async def test_get_current_time_rejects_extra_arguments() -> None:
     result = await BUILTINS.execute(call("get_current_time", '{"tz": "UTC"}'))
-    assert "do not match the schema" in error_of(result)
+    assert "invalid arguments" in error_of(result)
 
 
 async def test_handoff_note() -> None:
@@ -547,7 +547,7 @@ async def test_handoff_note_default_recipient() -> None:
 @pytest.mark.parametrize("arguments", ["{}", '{"note": ""}', '{"note": "n", "urgent": true}'])
 async def test_handoff_note_invalid_arguments(arguments: str) -> None:
     result = await BUILTINS.execute(call("handoff_note", arguments))
-    assert "do not match the schema" in error_of(result)
+    assert "invalid arguments" in error_of(result)
 
 
 async def test_search_cards_finds_matching_cards() -> None:

@@ -1,0 +1,306 @@
+"""MCP servers as tool sources: one long-lived connection per server, its tools, its calls.
+
+Pure Python over the official `mcp` SDK (2.x). The SDK's client contexts are anyio task groups
+that must be entered and left in one task, so each `Connection` has a task that owns its
+session; calls from any task go through that session while it is open. The owner reconnects
+(and so restarts a stdio server) after the server dies, with a growing pause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+from mcp import ClientSession, StdioServerParameters
+from mcp import types as mcp_types
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+logger = logging.getLogger(__name__)
+
+SEPARATOR = "__"
+"""Between the server's and the tool's name in the name the model sees: `docs__search_docs`."""
+NAME_CHARS = 64
+DEFAULT_TIMEOUT = 60.0
+CONNECT_TIMEOUT = 20.0
+PING_EVERY = 15.0
+RETRY_WAITS = (1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+class McpUnavailable(Exception):
+    """The server cannot be reached (or stopped answering); the text says why."""
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """How to reach one server: streamable HTTP (`url`, `headers`) or stdio (`command`, `args`,
+    `env`). Header and environment values are the resolved secrets, never stored."""
+
+    name: str
+    url: str = ""
+    headers: Mapping[str, str] = field(default_factory=dict)
+    command: str = ""
+    args: Sequence[str] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    timeout: float = DEFAULT_TIMEOUT
+
+    @property
+    def transport(self) -> str:
+        return "http" if self.url else "stdio"
+
+
+@dataclass(frozen=True)
+class ServerTool:
+    """A tool as the server lists it."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    annotations: dict[str, Any] | None = None
+
+
+def _part(text: str) -> str:
+    return re.sub(r"[^a-zA-Z0-9_-]", "_", text).strip("_") or "tool"
+
+
+def exposed_name(server: str, tool: str, taken: Collection[str] = ()) -> str:
+    """The name the model sees: `<server>__<tool>`, within OpenAI's `^[a-zA-Z0-9_-]{1,64}$`.
+
+    Characters outside the rule become `_`; a name too long is cut and ends with a short hash
+    of the original pair, so it stays unique and the same every time; a clash with `taken`
+    (two originals that sanitise alike) gets the hash too.
+    """
+    name = f"{_part(server)}{SEPARATOR}{_part(tool)}"
+    if len(name) <= NAME_CHARS and name not in taken:
+        return name
+    digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
+    return f"{name[: NAME_CHARS - 9]}_{digest}"
+
+
+def result_text(result: mcp_types.CallToolResult) -> str:
+    """What the model reads of a result: `structured_content` as JSON when present, else the
+    text contents joined; images, audio and resources summarised (type and size)."""
+    if result.structured_content is not None:
+        text = json.dumps(result.structured_content, ensure_ascii=False)
+        others = [_summary(part) for part in result.content if part.type != "text"]
+        return "\n".join([text, *others])
+    return "\n".join(
+        part.text if part.type == "text" else _summary(part) for part in result.content
+    )
+
+
+def _summary(part: Any) -> str:
+    kind = getattr(part, "type", "content")
+    if kind in ("image", "audio"):
+        size = len(getattr(part, "data", "") or "") * 3 // 4
+        return f"[{kind}: {getattr(part, 'mime_type', '?')}, {size:,} bytes]"
+    if kind == "resource":
+        resource = part.resource
+        body = getattr(resource, "text", None) or getattr(resource, "blob", "") or ""
+        mime = getattr(resource, "mime_type", None) or "?"
+        return f"[resource: {resource.uri}, {mime}, {len(body):,} characters]"
+    if kind == "resource_link":
+        return f"[resource link: {part.uri}]"
+    return f"[{kind}]"
+
+
+def error_text(result: mcp_types.CallToolResult) -> str:
+    """The server's message of an `is_error` result."""
+    return " ".join(p.text for p in result.content if p.type == "text") or "the tool failed"
+
+
+@contextlib.asynccontextmanager
+async def _streams(config: ServerConfig) -> AsyncIterator[Any]:
+    if config.url:
+        async with (
+            httpx2.AsyncClient(headers=dict(config.headers), timeout=CONNECT_TIMEOUT) as http,
+            streamable_http_client(config.url, http_client=http) as streams,
+        ):
+            yield streams
+    else:
+        parameters = StdioServerParameters(
+            command=config.command, args=list(config.args), env=dict(config.env) or None
+        )
+        async with stdio_client(parameters) as streams:
+            yield streams
+
+
+ToolsChanged = Callable[[list[ServerTool]], Awaitable[None]]
+
+
+class Connection:
+    """One server for this process: connected on `start`, kept alive, closed on `close`."""
+
+    def __init__(self, config: ServerConfig, on_tools_changed: ToolsChanged | None = None) -> None:
+        self.config = config
+        self.on_tools_changed = on_tools_changed
+        self.tools: list[ServerTool] = []
+        self.error = ""
+        self.server_name = ""
+        self._session: ClientSession | None = None
+        self._ready = asyncio.Event()
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._owner: asyncio.Task[None] | None = None
+        self._refreshing: set[asyncio.Task[None]] = set()
+
+    @property
+    def up(self) -> bool:
+        return self._session is not None
+
+    async def start(self) -> None:
+        """Connect (or wait for the connection in progress); McpUnavailable saying why not."""
+        if self._owner is None or self._owner.done():
+            self._ready.clear()
+            self._owner = asyncio.create_task(self._own(), name=f"mcp {self.config.name}")
+        if not self.up:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CONNECT_TIMEOUT):
+                    await self._ready.wait()
+        if not self.up:
+            raise McpUnavailable(self.error or "the server did not answer initialize in time")
+
+    async def close(self) -> None:
+        self._closing = True
+        self._wake.set()
+        if self._owner is not None:
+            self._owner.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._owner
+        for task in self._refreshing:
+            task.cancel()
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+        """Call a tool; McpUnavailable when the server is down or stops during the call."""
+        await self.start()
+        session = self._session
+        if session is None:
+            raise McpUnavailable(self.error or "not connected")
+        try:
+            return await session.call_tool(name, arguments)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._broken(exc)
+            raise McpUnavailable(f"the server stopped during the call ({_reason(exc)})") from None
+
+    async def list_tools(self) -> list[ServerTool]:
+        await self.start()
+        if self._session is None:
+            raise McpUnavailable(self.error or "not connected")
+        self.tools = await _list(self._session)
+        return self.tools
+
+    def _broken(self, exc: BaseException) -> None:
+        self.error = _reason(exc)
+        self._session = None
+        self._wake.set()
+
+    async def _own(self) -> None:
+        failures = 0
+        while not self._closing:
+            try:
+                async with (
+                    _streams(self.config) as streams,
+                    ClientSession(streams[0], streams[1], message_handler=self._message) as session,
+                ):
+                    async with asyncio.timeout(CONNECT_TIMEOUT):
+                        result = await session.initialize()
+                        tools = await _list(session)
+                    self.server_name = result.server_info.name
+                    self.tools, self.error, failures = tools, "", 0
+                    self._session = session
+                    self._ready.set()
+                    await self._watch(session)
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                self.error = _reason(exc)
+                logger.info("MCP server %s: %s", self.config.name, self.error)
+            finally:
+                self._session = None
+            if self._closing:
+                return
+            self._ready.set()  # a waiting `start` learns why
+            await asyncio.sleep(RETRY_WAITS[min(failures, len(RETRY_WAITS) - 1)])
+            failures += 1
+            self._ready.clear()
+
+    async def _watch(self, session: ClientSession) -> None:
+        """Hold the session open until closing or a failure; ping it now and then, so a server
+        that died while idle is noticed and started again."""
+        while not self._closing:
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(PING_EVERY):
+                    await self._wake.wait()
+            if self._closing or self._session is None:
+                return
+            if not self._wake.is_set():
+                async with asyncio.timeout(CONNECT_TIMEOUT):
+                    await session.send_ping()
+
+    async def _message(self, message: Any) -> None:
+        if isinstance(message, mcp_types.ToolListChangedNotification):
+            task = asyncio.create_task(self._refresh())
+            self._refreshing.add(task)
+            task.add_done_callback(self._refreshing.discard)
+
+    async def _refresh(self) -> None:
+        try:
+            tools = await self.list_tools()
+        except Exception as exc:
+            logger.info("MCP server %s: tools not refreshed: %s", self.config.name, _reason(exc))
+            return
+        if self.on_tools_changed is not None:
+            await self.on_tools_changed(tools)
+
+
+async def _list(session: ClientSession) -> list[ServerTool]:
+    tools: list[ServerTool] = []
+    cursor: str | None = None
+    while True:
+        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_tools(params=params)
+        for tool in page.tools:
+            annotations = tool.annotations and tool.annotations.model_dump(exclude_none=True)
+            tools.append(
+                ServerTool(
+                    name=tool.name,
+                    description=tool.description or "",
+                    input_schema=dict(tool.input_schema or {"type": "object"}),
+                    annotations=annotations or None,
+                )
+            )
+        cursor = page.next_cursor
+        if not cursor:
+            return tools
+
+
+def _reason(exc: BaseException) -> str:
+    """One line for an error, the first real cause inside an exception group."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+async def probe(config: ServerConfig) -> tuple[str, list[ServerTool]]:
+    """Connect once, answer `initialize` and `tools/list`, and leave: (server name, tools)."""
+    try:
+        async with asyncio.timeout(CONNECT_TIMEOUT):
+            async with _streams(config) as streams, ClientSession(streams[0], streams[1]) as s:
+                result = await s.initialize()
+                return result.server_info.name, await _list(s)
+    except asyncio.CancelledError:
+        raise
+    except BaseException as exc:
+        raise McpUnavailable(_reason(exc)) from None

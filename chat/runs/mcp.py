@@ -1,0 +1,267 @@
+"""MCP servers in this process: their connections, their tools in the registry, and what the
+database knows of them (the tools each lists, whether it is up).
+
+The database is the source of truth for which servers and tools exist; each process keeps its
+own connections (a stdio server is started by the process that calls it) and registers a
+server's tools just before a run that enabled them, so a run without MCP tools costs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import shlex
+from collections.abc import Collection, Sequence
+from typing import Any
+
+from channels.db import database_sync_to_async as sync_to_async
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from chat import agent
+from chat.agent import mcp
+from chat.agent.tools import ToolError, ToolOutput
+from chat.models import McpServer, McpTool
+
+from .providers import key_variable_problem, read_key
+
+logger = logging.getLogger(__name__)
+WHOLE_SERVER = "*"
+"""`<server>__*` in a conversation's tools: every tool that server lists, now and later."""
+RAW_TEXT_CHARS = 2_000
+
+
+def config_problems(server: McpServer) -> list[str]:
+    """What is wrong with a server's configuration, one line each (empty: nothing)."""
+    problems = []
+    if server.transport == McpServer.Transport.HTTP:
+        if not server.url.startswith(("http://", "https://")):
+            problems.append("url: an http:// or https:// address is needed.")
+        variables = dict(server.headers or {})
+    else:
+        if not server.command.strip():
+            problems.append("command: the program to start is needed.")
+        variables = dict(server.env or {})
+    for name, variable in variables.items():
+        problem = key_variable_problem(str(variable)) if variable else "no variable named"
+        if problem:
+            problems.append(f"{name}: {problem}")
+    if server.timeout <= 0:
+        problems.append("timeout: a positive number of seconds is needed.")
+    return problems
+
+
+def server_config(server: McpServer) -> mcp.ServerConfig:
+    """The connection settings, with header and environment values read from the allowed
+    variables they name (an unset one is left out)."""
+
+    def resolved(mapping: dict[str, Any]) -> dict[str, str]:
+        values = {name: read_key(str(variable)) for name, variable in (mapping or {}).items()}
+        return {name: value for name, value in values.items() if value}
+
+    if server.transport == McpServer.Transport.HTTP:
+        headers = resolved(server.headers)
+        return mcp.ServerConfig(
+            name=server.name, url=server.url, headers=headers, timeout=server.timeout
+        )
+    return mcp.ServerConfig(
+        name=server.name,
+        command=server.command,
+        args=tuple(str(arg) for arg in server.args or ()),
+        env=resolved(server.env),
+        timeout=server.timeout,
+    )
+
+
+def parse_command(text: str) -> tuple[str, list[str]]:
+    """`"python -m docs_server --quiet"` -> ("python", ["-m", "docs_server", "--quiet"])."""
+    words = shlex.split(text)
+    if not words:
+        raise ValueError("the command is empty")
+    return words[0], words[1:]
+
+
+def _raw(result: Any) -> dict[str, Any]:
+    """A result as the server sent it, for the logs: long texts and binary data shortened
+    (the model's reply holds the whole text)."""
+    raw: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    for part in raw.get("content", []):
+        for key in ("text", "data", "blob"):
+            value = part.get(key)
+            if isinstance(value, str) and len(value) > RAW_TEXT_CHARS:
+                part[key] = value[:RAW_TEXT_CHARS] + f"… ({len(value):,} characters in all)"
+    if len(json.dumps(raw.get("structuredContent"), default=str)) > 4 * RAW_TEXT_CHARS:
+        raw["structuredContent"] = "(as in the result)"
+    return raw
+
+
+class Hub:
+    """This process's MCP connections and the registry entries of their tools."""
+
+    def __init__(self, registry: agent.ToolRegistry = agent.default_registry) -> None:
+        self.registry = registry
+        self.connections: dict[str, tuple[mcp.ServerConfig, mcp.Connection]] = {}
+        self.registered: dict[str, str] = {}
+        """Exposed name -> server name, of what this hub put in the registry."""
+        self._lock = asyncio.Lock()
+
+    async def connection(self, server: McpServer) -> mcp.Connection:
+        """The server's connection, started (again, if its configuration changed)."""
+        config = server_config(server)
+        async with self._lock:
+            known = self.connections.get(server.name)
+            if known is not None and known[0] != config:
+                await known[1].close()
+                known = None
+            if known is None:
+                pk = server.pk
+
+                async def changed(tools: list[mcp.ServerTool]) -> None:
+                    await sync_to_async(save_tools)(pk, tools)
+
+                known = (config, mcp.Connection(config, on_tools_changed=changed))
+                self.connections[server.name] = known
+        await known[1].start()
+        return known[1]
+
+    async def prepare(self, request: agent.DebugRunRequest) -> agent.DebugRunRequest:
+        """Before a run: the MCP tools it enabled, connected and registered (a server that is
+        down is marked so, and its tools are not offered); whole servers expanded."""
+        names = request.parameters.enabled_tools
+        if not any(mcp.SEPARATOR in name for name in names):
+            return request
+        rows = await sync_to_async(_enabled_rows)(names)
+        for server in {row.server.pk: row.server for row in rows}.values():
+            try:
+                connection = await self.connection(server)
+            except mcp.McpUnavailable as exc:
+                await sync_to_async(mark)(server.pk, up=False, error=str(exc))
+                self._unregister(server.name)
+                continue
+            if server.status != McpServer.Status.UP:
+                await sync_to_async(mark)(server.pk, up=True)
+            for row in rows:
+                if row.server_id == server.pk:
+                    self._register(row, server, connection)
+        expanded = tuple(dict.fromkeys(_expand(names, rows)))
+        if expanded == names:
+            return request
+        parameters = request.parameters.model_copy(update={"enabled_tools": expanded})
+        return request.model_copy(update={"parameters": parameters})
+
+    def _register(self, row: McpTool, server: McpServer, connection: mcp.Connection) -> None:
+        definition = agent.ToolDefinition(
+            name=row.exposed_name,
+            description=row.description or f"{row.name} (MCP server {server.name})",
+            parameters=row.input_schema or {"type": "object"},
+        )
+        tool_name, server_name = row.name, server.name
+
+        async def call(arguments: dict[str, Any]) -> ToolOutput:
+            try:
+                current = self.connections.get(server_name)
+                live = current[1] if current is not None else connection
+                result = await live.call(tool_name, arguments)
+            except mcp.McpUnavailable as exc:
+                raise ToolError(f"MCP server {server_name}: {exc}") from None
+            if result.is_error:
+                raise ToolError(mcp.error_text(result), raw=_raw(result))
+            return ToolOutput(mcp.result_text(result), raw=_raw(result))
+
+        try:
+            self.registry.register(definition, call, timeout=server.timeout, source=server.name)
+        except Exception as exc:  # an input schema that is not JSON Schema: not offered
+            logger.info("MCP tool %s not offered: %s", row.exposed_name, exc)
+            return
+        self.registered[row.exposed_name] = server.name
+
+    def _unregister(self, server_name: str) -> None:
+        for name, owner in list(self.registered.items()):
+            if owner == server_name:
+                self.registry.unregister(name)
+                del self.registered[name]
+
+    async def refresh(self, server: McpServer) -> list[mcp.ServerTool]:
+        """Ask the server for its tools now and store them; McpUnavailable if it is down."""
+        try:
+            connection = await self.connection(server)
+            tools = await connection.list_tools()
+        except mcp.McpUnavailable as exc:
+            await sync_to_async(mark)(server.pk, up=False, error=str(exc))
+            raise
+        await sync_to_async(save_tools)(server.pk, tools)
+        return tools
+
+    async def close(self) -> None:
+        """Stop every connection (and so every stdio server this process started)."""
+        connections = [connection for _, connection in self.connections.values()]
+        self.connections.clear()
+        await asyncio.gather(*(connection.close() for connection in connections))
+        for name in list(self.registered):
+            self.registry.unregister(name)
+        self.registered.clear()
+
+
+hub = Hub()
+
+
+def _enabled_rows(names: Collection[str]) -> list[McpTool]:
+    wanted = [name for name in names if mcp.SEPARATOR in name]
+    whole = [name.rsplit(mcp.SEPARATOR, 1)[0] for name in wanted if name.endswith(WHOLE_SERVER)]
+    rows = McpTool.objects.filter(available=True, server__enabled=True).select_related("server")
+    return list(rows.filter(Q(exposed_name__in=wanted) | Q(server__name__in=whole)))
+
+
+def _expand(names: Sequence[str], rows: Sequence[McpTool]) -> list[str]:
+    expanded: list[str] = []
+    for name in names:
+        if mcp.SEPARATOR in name and name.endswith(mcp.SEPARATOR + WHOLE_SERVER):
+            server = name[: -len(mcp.SEPARATOR + WHOLE_SERVER)]
+            expanded += [row.exposed_name for row in rows if row.server.name == server]
+        else:
+            expanded.append(name)
+    return expanded
+
+
+def mark(server_pk: int, *, up: bool, error: str = "") -> None:
+    """Record whether a server answered, and why not."""
+    McpServer.objects.filter(pk=server_pk).update(
+        status=McpServer.Status.UP if up else McpServer.Status.DOWN,
+        error="" if up else error[:2000],
+        checked_at=timezone.now(),
+    )
+
+
+@transaction.atomic
+def save_tools(server_pk: int, tools: Sequence[mcp.ServerTool]) -> list[McpTool]:
+    """Store what the server lists: new tools get a stable exposed name, changed ones are
+    updated, tools it no longer lists stay (a conversation's choice is kept) but unavailable."""
+    server = McpServer.objects.select_for_update().get(pk=server_pk)
+    existing = {row.name: row for row in server.tools.all()}
+    taken = set(McpTool.objects.exclude(server=server).values_list("exposed_name", flat=True))
+    taken |= {row.exposed_name for row in existing.values()}
+    kept: list[McpTool] = []
+    for tool in tools:
+        row = existing.pop(tool.name, None)
+        if row is None:
+            row = McpTool(server=server, name=tool.name[:200])
+            row.exposed_name = mcp.exposed_name(server.name, tool.name, taken)
+            taken.add(row.exposed_name)
+        row.description = tool.description
+        row.input_schema = tool.input_schema
+        row.annotations = tool.annotations
+        row.available = True
+        row.save()
+        kept.append(row)
+    McpTool.objects.filter(pk__in=[row.pk for row in existing.values()]).update(available=False)
+    mark(server.pk, up=True)
+    return kept
+
+
+def known_tool_names() -> list[str]:
+    """Every MCP tool name a conversation may choose: each tool, and each whole server."""
+    tools = list(McpTool.objects.values_list("exposed_name", flat=True))
+    servers = McpServer.objects.values_list("name", flat=True)
+    return tools + [f"{name}{mcp.SEPARATOR}{WHOLE_SERVER}" for name in servers]
