@@ -23,6 +23,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp import types as mcp_types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import CONNECTION_CLOSED
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +35,8 @@ DEFAULT_TIMEOUT = 60.0
 CONNECT_TIMEOUT = 20.0
 PING_EVERY = 15.0
 RETRY_WAITS = (1.0, 2.0, 5.0, 10.0, 30.0)
+MAX_EVENT_BYTES = 32 * 1024 * 1024
+"""The largest result a streamable HTTP server may send (the SDK's default is 1 MiB)."""
 
 
 class McpUnavailable(Exception):
@@ -87,8 +91,19 @@ def exposed_name(server: str, tool: str, taken: Collection[str] = ()) -> str:
 
 def result_text(result: mcp_types.CallToolResult) -> str:
     """What the model reads of a result: `structured_content` as JSON when present, else the
-    text contents joined; images, audio and resources summarised (type and size)."""
-    if result.structured_content is not None:
+    text contents joined; images, audio and resources summarised (type and size).
+
+    A structured `{"result": value}` around a plain value (how SDK servers return a string or
+    a number) is read as its text: the model gets `5`, not `{"result": 5}`.
+    """
+    structured = result.structured_content
+    wrapped = (
+        isinstance(structured, dict)
+        and list(structured) == ["result"]
+        and not isinstance(structured["result"], dict | list)
+        and any(part.type == "text" for part in result.content)
+    )
+    if structured is not None and not wrapped:
         text = json.dumps(result.structured_content, ensure_ascii=False)
         others = [_summary(part) for part in result.content if part.type != "text"]
         return "\n".join([text, *others])
@@ -122,7 +137,9 @@ async def _streams(config: ServerConfig) -> AsyncIterator[Any]:
     if config.url:
         async with (
             httpx2.AsyncClient(headers=dict(config.headers), timeout=CONNECT_TIMEOUT) as http,
-            streamable_http_client(config.url, http_client=http) as streams,
+            streamable_http_client(
+                config.url, http_client=http, max_sse_event_size=MAX_EVENT_BYTES
+            ) as streams,
         ):
             yield streams
     else:
@@ -188,6 +205,11 @@ class Connection:
             return await session.call_tool(name, arguments)
         except asyncio.CancelledError:
             raise
+        except MCPError as exc:
+            if exc.error.code != CONNECTION_CLOSED:
+                raise McpUnavailable(f"the call failed: {exc.error.message}") from None
+            self._broken(exc)
+            raise McpUnavailable("the server stopped during the call") from None
         except Exception as exc:
             self._broken(exc)
             raise McpUnavailable(f"the server stopped during the call ({_reason(exc)})") from None
@@ -202,11 +224,13 @@ class Connection:
     def _broken(self, exc: BaseException) -> None:
         self.error = _reason(exc)
         self._session = None
+        self._ready.clear()  # the next call waits for the reconnection
         self._wake.set()
 
     async def _own(self) -> None:
         failures = 0
         while not self._closing:
+            self._ready.clear()
             try:
                 async with (
                     _streams(self.config) as streams,
@@ -229,10 +253,10 @@ class Connection:
                 self._session = None
             if self._closing:
                 return
-            self._ready.set()  # a waiting `start` learns why
-            await asyncio.sleep(RETRY_WAITS[min(failures, len(RETRY_WAITS) - 1)])
-            failures += 1
-            self._ready.clear()
+            if failures:
+                self._ready.set()  # a waiting `start` learns why
+                await asyncio.sleep(RETRY_WAITS[min(failures - 1, len(RETRY_WAITS) - 1)])
+            failures += 1  # a server that was up is started again at once, once
 
     async def _watch(self, session: ClientSession) -> None:
         """Hold the session open until closing or a failure; ping it now and then, so a server

@@ -13,7 +13,11 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import os
+import socket
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -21,6 +25,8 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
+
+from chat.testing.processes import ROOT, ManagedProcess, free_port
 
 DOCS = (
     {"title": "Deploying", "body": "Deploys run from main after CI is green."},
@@ -84,6 +90,43 @@ def build(name: str = "docs") -> MCPServer:
         return "grown"
 
     return server
+
+
+class McpHttpServer(ManagedProcess):
+    """This server over streamable HTTP on a free 127.0.0.1 port, in a process of its own."""
+
+    name = "MCP server"
+    start_timeout = 20.0
+
+    def __init__(self, name: str = "docs", port: int | None = None) -> None:
+        super().__init__()
+        self.server_name = name
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+
+    def launch(self) -> subprocess.Popen[Any]:
+        command = [sys.executable, "-m", "chat.testing.mcp_server", "--http", str(self.port)]
+        return subprocess.Popen(
+            [*command, "--name", self.server_name],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+
+    def wait_ready(self, process: subprocess.Popen[Any]) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                raise RuntimeError("the MCP server exited before it served")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port)):
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"the MCP server did not listen on {self.port}")
+
+
+STDIO_COMMAND = (sys.executable, "-m", "chat.testing.mcp_server")
+"""The stdio form of this server, as a server configuration names it."""
 
 
 def main() -> None:

@@ -225,7 +225,9 @@ async def test_arguments_not_json(arguments: str) -> None:
 @pytest.mark.parametrize("arguments", ["[1, 2]", '"text"', "3", "null"])
 async def test_arguments_not_an_object(arguments: str) -> None:
     agent = EventAgent(registry_with("t", lambda _: "x"), ["t"])
-    assert "invalid arguments: not a JSON object" in error_of(await agent.execute(call("t", arguments)))
+    assert "invalid arguments: not a JSON object" in error_of(
+        await agent.execute(call("t", arguments))
+    )
 
 
 @pytest.mark.parametrize("arguments", ["", "   "])

@@ -1,0 +1,245 @@
+"""MCP servers as tool sources, end to end: real servers from the SDK (streamable HTTP and stdio),
+a strict local OpenAI provider, runs through the same path as the web."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+
+from chat import runs
+from chat.models import Conversation, McpServer, McpTool, Run, ToolCall
+from chat.runs import mcp as hub_module
+from chat.testing import factories as make
+from chat.testing.mcp_server import STDIO_COMMAND, McpHttpServer
+from chat.testing.openai_script import text_turn, tool_turn
+from chat.testing.openai_server import FakeOpenAIServer, client_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(scope="module")
+def docs_http() -> Iterator[McpHttpServer]:
+    with McpHttpServer("docs") as server:
+        yield server
+
+
+@pytest.fixture
+async def hub(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[hub_module.Hub]:
+    """A hub of this test's own (its connections live in this test's event loop)."""
+    fresh = hub_module.Hub()
+    monkeypatch.setattr(hub_module, "hub", fresh)
+    yield fresh
+    await fresh.close()
+
+
+@database_sync_to_async
+def http_server(url: str, name: str = "docs", **fields: Any) -> McpServer:
+    return McpServer.objects.create(name=name, transport="http", url=url, **fields)
+
+
+@database_sync_to_async
+def stdio_server(name: str = "local", **fields: Any) -> McpServer:
+    command, *args = STDIO_COMMAND
+    return McpServer.objects.create(
+        name=name, transport="stdio", command=command, args=args, **fields
+    )
+
+
+@database_sync_to_async
+def conversation(*tools: str) -> Conversation:
+    made = make.conversation(make.user(), "mcp")
+    made.parameters = {"enabled_tools": list(tools)}  # as the settings form stores a choice
+    made.save()
+    return made
+
+
+async def run(made: Conversation, fake: FakeOpenAIServer, content: str = "go") -> Run:
+    handle = await make.start_as_owner(made, content, client_for(fake.base_url))
+    finished = await handle.task
+    await finished.arefresh_from_db()
+    return finished
+
+
+def tool_message(fake: FakeOpenAIServer, request: int, call_id: str) -> str:
+    messages = fake.requests[request].body["messages"]
+    return next(m["content"] for m in messages if m.get("tool_call_id") == call_id)
+
+
+async def test_discovery_stores_the_tools_under_their_exposed_names(
+    docs_http: McpHttpServer, hub: hub_module.Hub
+) -> None:
+    server = await http_server(docs_http.url)
+    tools = await hub.refresh(server)
+
+    assert {tool.name for tool in tools} >= {"search_docs", "add", "slow", "fail", "big"}
+    rows = {row.name: row async for row in McpTool.objects.filter(server=server)}
+    assert rows["search_docs"].exposed_name == "docs__search_docs"
+    assert rows["search_docs"].input_schema["required"] == ["query"]
+    await server.arefresh_from_db()
+    assert server.status == McpServer.Status.UP and server.checked_at is not None
+
+
+async def test_a_conversation_calls_an_mcp_tool_through_a_strict_provider(
+    docs_http: McpHttpServer, hub: hub_module.Hub, fake_openai: FakeOpenAIServer
+) -> None:
+    await hub.refresh(await http_server(docs_http.url))
+    made = await conversation("docs__search_docs", "get_current_time")
+    fake_openai.enqueue(
+        tool_turn([("c1", "docs__search_docs", '{"query": "deploys"}')]),
+        text_turn("Deploys run from main."),
+    )
+
+    finished = await run(made, fake_openai, "How do deploys work?")
+
+    assert finished.status == "completed"
+    offered = [tool["function"]["name"] for tool in fake_openai.requests[0].body["tools"]]
+    assert offered == ["docs__search_docs", "get_current_time"]
+    reply = json.loads(tool_message(fake_openai, 1, "c1"))
+    assert reply["matches"][0]["title"] == "Deploying"
+    call = await ToolCall.objects.aget(run=finished)
+    assert (call.status, call.server, call.name) == ("completed", "docs", "docs__search_docs")
+    assert call.raw_result["structuredContent"]["query"] == "deploys"
+    assert call.duration is not None
+    assert fake_openai.pending == 0  # the strict provider refused nothing
+
+
+async def test_errors_invalid_arguments_and_big_results_reach_the_model(
+    docs_http: McpHttpServer, hub: hub_module.Hub, fake_openai: FakeOpenAIServer
+) -> None:
+    await hub.refresh(await http_server(docs_http.url))
+    made = await conversation("docs__*")
+    fake_openai.enqueue(
+        tool_turn(
+            [
+                ("c1", "docs__fail", '{"message": "index rebuilding"}'),
+                ("c2", "docs__add", '{"a": "two", "b": 3}'),
+                ("c3", "docs__big", '{"size": 1048576}'),
+                ("c4", "docs__echo", '{"text": "naïve café ☕ 東京"}'),
+            ]
+        ),
+        text_turn("Done."),
+    )
+
+    finished = await run(made, fake_openai)
+
+    assert finished.status == "completed"
+    calls = {c.call_id: c async for c in ToolCall.objects.filter(run=finished)}
+    assert calls["c1"].status == "failed" and "index rebuilding" in calls["c1"].error
+    assert calls["c2"].status == "failed" and calls["c2"].error.startswith("invalid arguments")
+    assert calls["c2"].raw_result is None  # refused before the call
+    assert "index rebuilding" in tool_message(fake_openai, 1, "c1")
+    assert len(tool_message(fake_openai, 1, "c3")) == 1_048_576
+    assert tool_message(fake_openai, 1, "c4") == "naïve café ☕ 東京"
+    assert calls["c3"].status == "completed" and len(calls["c3"].result) == 1_048_576
+
+
+async def test_two_servers_answer_a_turn_in_parallel(
+    docs_http: McpHttpServer, hub: hub_module.Hub, fake_openai: FakeOpenAIServer
+) -> None:
+    await hub.refresh(await http_server(docs_http.url))
+    await hub.refresh(await stdio_server("local"))
+    made = await conversation("docs__slow", "local__slow")
+    fake_openai.enqueue(
+        tool_turn(
+            [("c1", "docs__slow", '{"seconds": 1}'), ("c2", "local__slow", '{"seconds": 1}')]
+        ),
+        text_turn("Both waited."),
+    )
+    started = asyncio.get_running_loop().time()
+    finished = await run(made, fake_openai)
+
+    assert finished.status == "completed"
+    assert asyncio.get_running_loop().time() - started < 1.9  # not one after the other
+    servers = {c.call_id: c.server async for c in ToolCall.objects.filter(run=finished)}
+    assert servers == {"c1": "docs", "c2": "local"}
+    assert tool_message(fake_openai, 1, "c1") == "waited 1 s"
+
+
+async def test_stop_cancels_a_slow_mcp_tool(
+    docs_http: McpHttpServer, hub: hub_module.Hub, fake_openai: FakeOpenAIServer
+) -> None:
+    await hub.refresh(await http_server(docs_http.url))
+    made = await conversation("docs__slow")
+    fake_openai.enqueue(tool_turn([("c1", "docs__slow", '{"seconds": 30}')]))
+    handle = await make.start_as_owner(made, "wait", client_for(fake_openai.base_url))
+    while not await ToolCall.objects.filter(run=handle.run).aexists():
+        await asyncio.sleep(0.02)
+    await asyncio.sleep(0.2)
+    assert runs.cancel_run(handle.run.pk)
+    with contextlib.suppress(asyncio.CancelledError):
+        await handle.task
+    await handle.run.arefresh_from_db()
+    assert handle.run.status == "cancelled"
+    assert (await ToolCall.objects.aget(run=handle.run)).status == "cancelled"
+
+
+async def test_a_server_killed_mid_call_fails_that_call_and_comes_back(
+    hub: hub_module.Hub, fake_openai: FakeOpenAIServer
+) -> None:
+    await hub.refresh(await stdio_server("local"))
+    made = await conversation("local__crash", "local__pid")
+    fake_openai.enqueue(
+        tool_turn([("c1", "local__pid", "{}")]),
+        tool_turn([("c2", "local__crash", "{}")]),
+        tool_turn([("c3", "local__pid", "{}")]),
+        text_turn("It came back."),
+    )
+
+    finished = await run(made, fake_openai)
+
+    assert finished.status == "completed"
+    calls = {c.call_id: c async for c in ToolCall.objects.filter(run=finished)}
+    assert calls["c2"].status == "failed"
+    assert "MCP server local" in calls["c2"].error and "stopped" in calls["c2"].error
+    assert calls["c3"].status == "completed"
+    assert calls["c1"].result != calls["c3"].result  # a new process answered
+
+
+async def test_a_changed_tool_list_is_stored_and_offered(
+    hub: hub_module.Hub, fake_openai: FakeOpenAIServer
+) -> None:
+    server = await stdio_server("local")
+    await hub.refresh(server)
+    assert not await McpTool.objects.filter(name="late_tool").aexists()
+    made = await conversation("local__*")
+    fake_openai.enqueue(tool_turn([("c1", "local__grow", "{}")]), text_turn("grown"))
+    await run(made, fake_openai)
+    for _ in range(100):
+        if await McpTool.objects.filter(exposed_name="local__late_tool").aexists():
+            break
+        await asyncio.sleep(0.05)
+    fake_openai.enqueue(tool_turn([("c2", "local__late_tool", "{}")]), text_turn("late"))
+
+    finished = await run(made, fake_openai, "again")
+
+    offered = [tool["function"]["name"] for tool in fake_openai.requests[2].body["tools"]]
+    assert "local__late_tool" in offered
+    assert tool_message(fake_openai, 3, "c2") == "late and here"
+    assert finished.status == "completed"
+
+
+async def test_a_server_that_is_down_is_marked_and_its_tools_not_offered(
+    hub: hub_module.Hub, fake_openai: FakeOpenAIServer
+) -> None:
+    server = await stdio_server("local")
+    await hub.refresh(server)
+    await hub.close()
+    await McpServer.objects.filter(pk=server.pk).aupdate(command="/nonexistent/mcp-server")
+    made = await conversation("local__add", "get_current_time")
+    fake_openai.enqueue(text_turn("No docs today."))
+
+    finished = await run(made, fake_openai)
+
+    assert finished.status == "completed"
+    offered = [tool["function"]["name"] for tool in fake_openai.requests[0].body["tools"]]
+    assert offered == ["get_current_time"]
+    await server.arefresh_from_db()
+    assert server.status == McpServer.Status.DOWN and server.error
+    made_again = await Conversation.objects.aget(pk=made.pk)
+    assert "local__add" in made_again.agent_parameters().enabled_tools  # the choice is kept
