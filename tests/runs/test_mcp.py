@@ -168,7 +168,9 @@ async def test_stop_cancels_a_slow_mcp_tool(
     made = await conversation("docs__slow")
     fake_openai.enqueue(tool_turn([("c1", "docs__slow", '{"seconds": 30}')]))
     handle = await make.start_as_owner(made, "wait", client_for(fake_openai.base_url))
-    while not await ToolCall.objects.filter(run=handle.run).aexists():
+    for _ in range(200):  # until the call is under way
+        if await ToolCall.objects.filter(run=handle.run).aexists():
+            break
         await asyncio.sleep(0.02)
     await asyncio.sleep(0.2)
     assert runs.cancel_run(handle.run.pk)
