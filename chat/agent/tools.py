@@ -24,7 +24,9 @@ DEFAULT_TOOL_TIMEOUT = 30.0
 
 
 def humanize(name: str) -> str:
-    """Display name of a tool: `search_cards` -> "Search cards"."""
+    """Display name of a tool: `search_cards` -> "Search cards"; an MCP tool reads as its own
+    name, without its server's: `docs__search_docs` -> "Search docs"."""
+    name = name.rsplit("__", 1)[-1] or name
     words = name.replace("-", "_").replace(".", "_").split("_")
     text = " ".join(word for word in words if word)
     return text[:1].upper() + text[1:] if text else "Unnamed tool"
