@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -16,6 +17,8 @@ from chat.agent.redaction import redact
 from chat.models import (
     Conversation,
     HistoryRepair,
+    McpServer,
+    McpTool,
     Message,
     ModelCall,
     ProviderProfile,
@@ -25,6 +28,7 @@ from chat.models import (
 )
 from chat.runs.providers import known_keys
 from chat.testing import factories as make
+from chat.testing.mcp_server import STDIO_COMMAND
 from chat.transcripts import versions
 
 pytestmark = pytest.mark.django_db
@@ -439,3 +443,131 @@ def test_transcript_renders_markdown_as_the_chat_does_with_the_raw_text_beside(
     assert '<span class="nb">print</span>' in html and "/static/css/code.css" in html
     assert "Raw text · " in html and "Use **bold**:" in html
     assert "<script>alert(1)</script>" not in html
+
+
+def mcp_server_form(**fields: str) -> dict[str, str]:
+    """The MCP server change form as a browser posts it (its read-only tools inline empty)."""
+    return {
+        "name": "docs",
+        "transport": "http",
+        "enabled": "on",
+        "timeout": "60",
+        "url": "",
+        "headers": "{}",
+        "command": "",
+        "args": "[]",
+        "env": "{}",
+        "tools-TOTAL_FORMS": "0",
+        "tools-INITIAL_FORMS": "0",
+        "tools-MIN_NUM_FORMS": "0",
+        "tools-MAX_NUM_FORMS": "1000",
+        **fields,
+    }
+
+
+def stdio_fields() -> dict[str, str]:
+    command, *args = STDIO_COMMAND
+    return {"transport": "stdio", "command": command, "args": json.dumps(args)}
+
+
+def test_mcp_server_pages_render_with_tools_variables_and_the_refresh_button(
+    staff: Client,
+) -> None:
+    server = McpServer.objects.create(
+        name="docs",
+        transport="http",
+        url="http://127.0.0.1:9/mcp",
+        headers={"Authorization": "AGENTLAB_KEY_DOCS"},
+        status="down",
+        error="ConnectError: All connection attempts failed",
+    )
+    McpTool.objects.create(
+        server=server, name="search_docs", exposed_name="docs__search_docs", description="Find."
+    )
+
+    listing = staff.get(url(McpServer, "changelist"))
+    (row,) = listing.context["cl"].result_list
+    assert listing.status_code == 200 and row.n_tools == 1
+    assert "ConnectError: All connection attempts failed" in listing.content.decode()
+    page = staff.get(url(McpServer, "change", server.pk))
+    html = page.content.decode()
+    assert page.status_code == 200 and "docs__search_docs" in html
+    assert "Authorization ← AGENTLAB_KEY_DOCS (unset)" in html
+    assert 'name="_refresh" value="Check and refresh tools"' in html
+    assert staff.get(url(McpServer, "add")).status_code == 200
+
+
+def test_a_bad_mcp_server_config_shows_each_problem_and_saves_nothing(staff: Client) -> None:
+    data = mcp_server_form(url="ftp://example.com/mcp", headers='{"Authorization": "SECRET_KEY"}')
+
+    response = staff.post(url(McpServer, "add"), data)
+
+    assert response.status_code == 200
+    form = response.context["adminform"].form
+    assert form.errors["url"] == ["an http:// or https:// address is needed."]
+    assert "SECRET_KEY is one of the server's own secrets" in form.errors["headers"][0]
+    response = staff.post(url(McpServer, "add"), mcp_server_form(headers='["Authorization"]'))
+    assert "Enter an object of names" in response.context["adminform"].form.errors["headers"][0]
+    assert not McpServer.objects.exists()
+
+
+def test_only_staff_who_may_change_mcp_servers_configure_stdio(client: Client) -> None:
+    clerk = make.user("clerk", is_staff=True)
+    clerk.user_permissions.add(
+        *Permission.objects.filter(codename__in=["add_mcpserver", "view_mcpserver"])
+    )
+    client.force_login(clerk)
+
+    response = client.post(url(McpServer, "add"), mcp_server_form(**stdio_fields()))
+
+    assert response.status_code == 200
+    assert (
+        "Only staff who may change MCP servers"
+        in response.context["adminform"].form.errors["transport"][0]
+    )
+    assert not McpServer.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_refresh_action_and_button_store_tools_and_mark_a_server_down(
+    staff: Client,
+) -> None:
+    command, *args = STDIO_COMMAND
+    local = McpServer.objects.create(name="local", transport="stdio", command=command, args=args)
+    gone = McpServer.objects.create(name="gone", transport="stdio", command="/nonexistent/mcp")
+
+    response = staff.post(
+        url(McpServer, "changelist"),
+        {"action": "check_and_refresh", "_selected_action": [local.pk, gone.pk]},
+        follow=True,
+    )
+
+    shown = [str(message) for message in response.context["messages"]]
+    assert "local is up and lists 10 tool(s)." in shown
+    assert any(text.startswith("gone is down: FileNotFoundError") for text in shown)
+    assert McpTool.objects.filter(server=local, exposed_name="local__pid").exists()
+    gone.refresh_from_db()
+    assert gone.status == "down" and "FileNotFoundError" in gone.error
+
+    McpTool.objects.filter(server=local).delete()
+    form = mcp_server_form(name="local", timeout="30", _refresh="Check and refresh tools")
+    response = staff.post(url(McpServer, "change", local.pk), {**form, **stdio_fields()})
+
+    assert response.status_code == 302
+    assert response["Location"] == url(McpServer, "change", local.pk)
+    local.refresh_from_db()
+    assert local.timeout == 30 and local.status == "up" and local.tools.count() == 10
+
+
+def test_mcp_tool_calls_show_their_server_and_raw_result(staff: Client, rich: Conversation) -> None:
+    call = ToolCall.objects.filter(run__conversation=rich).order_by("pk").first()
+    assert call is not None
+    raw = {"content": [{"type": "text", "text": "raw-marker"}], "isError": False}
+    ToolCall.objects.filter(pk=call.pk).update(server="docs", raw_result=raw)
+
+    page = staff.get(url(ToolCall, "change", call.pk)).content.decode()
+    assert "docs" in page and "&quot;raw-marker&quot;" in page and "&quot;isError&quot;" in page
+    listing = staff.get(url(ToolCall, "changelist"), {"server": "docs"})
+    assert [row.pk for row in listing.context["cl"].result_list] == [call.pk]
+    transcript = staff.get(url(Conversation, "change", rich.pk)).content.decode()
+    assert transcript.count("on MCP server <code>docs</code>") == 2  # the call, its answer

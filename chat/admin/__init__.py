@@ -2,20 +2,21 @@
 
 Everything here is a record, so it is read-only: the only change the admin makes is deleting a
 conversation, which takes its runs, messages and logs with it. Pages run a fixed number of
-queries however long the conversation is. Provider profiles are settings, not records: staff
-edit them here (keys stay in the environment; the admin tells only whether one is set).
+queries however long the conversation is. Provider profiles and MCP servers are settings, not
+records: staff edit them here (keys stay in the environment; the admin tells only whether one
+is set).
 
 - `base`: the shared look, read-only records and inlines, links, pills.
 - `filters`: list filters. `transcript`: the conversation page's view-model.
-- one module per admin family: `conversations`, `providers`, `runs`, `messages`.
+- one module per admin family: `conversations`, `providers`, `mcp`, `runs`, `messages`.
 """
 
 from django.contrib import admin
 
-from . import conversations, messages, providers, runs
+from . import conversations, mcp, messages, providers, runs
 
 admin.site.site_header = "Agent Lab administration"
 admin.site.site_title = "Agent Lab admin"
 admin.site.index_title = "Records and settings"
 
-__all__ = ["conversations", "messages", "providers", "runs"]
+__all__ = ["conversations", "mcp", "messages", "providers", "runs"]

@@ -139,6 +139,7 @@ class ToolCallAdmin(RunRecordAdmin):
     list_display = (
         "tool",
         "name",
+        "server_display",
         "status",
         "run",
         "conversation",
@@ -147,12 +148,13 @@ class ToolCallAdmin(RunRecordAdmin):
         "started_at",
     )
     list_display_links = ("name",)
-    list_filter = ("status", "name", "started_at")
-    search_fields = ("name", "call_id")
+    list_filter = ("status", "server", "name", "started_at")
+    search_fields = ("name", "call_id", "server")
     list_select_related = ("run__conversation",)
     fields = (
         "tool",
         "name",
+        "server_display",
         "status",
         "call_id",
         "run",
@@ -162,12 +164,20 @@ class ToolCallAdmin(RunRecordAdmin):
         "position",
         "arguments_display",
         "result_display",
+        "raw_result_display",
         "error",
         "started_at",
         "finished_at",
         "duration",
     )
-    readonly_fields = ("tool", "conversation", "arguments_display", "result_display")
+    readonly_fields = (
+        "tool",
+        "server_display",
+        "conversation",
+        "arguments_display",
+        "result_display",
+        "raw_result_display",
+    )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
         queryset: QuerySet[ToolCall] = super().get_queryset(request)
@@ -181,6 +191,14 @@ class ToolCallAdmin(RunRecordAdmin):
     def arguments_display(self, obj: ToolCall) -> SafeString:
         return folded(pretty(obj.arguments))
 
+    @admin.display(description="MCP server", ordering="server")
+    def server_display(self, obj: ToolCall) -> str:
+        return obj.server or "— (built in)"
+
     @admin.display(description="result")
     def result_display(self, obj: ToolCall) -> SafeString:
         return folded(pretty(obj.result))
+
+    @admin.display(description="raw result (as the MCP server sent it)")
+    def raw_result_display(self, obj: ToolCall) -> SafeString | str:
+        return "—" if obj.raw_result is None else folded(pretty_json(obj.raw_result))

@@ -32,6 +32,11 @@ class CallView:
         return SafeString(render_pill(self.call.name))
 
     @property
+    def server(self) -> str:
+        """The MCP server that executed the call; empty for a built-in tool (or no log)."""
+        return self.log.server if self.log is not None else ""
+
+    @property
     def arguments(self) -> str:
         return pretty(self.call.arguments)
 

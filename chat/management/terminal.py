@@ -20,6 +20,7 @@ from chat import agent, runs
 from chat.agent import events
 from chat.agent.clients import ChatClient
 from chat.models import Conversation, Run
+from chat.runs import mcp
 
 
 def user_named(name: str, *, create: bool = False) -> User:
@@ -240,7 +241,12 @@ def run_to_end(
             if client is not None:
                 await client.aclose()
             raise CommandError(str(exc)) from None
-        return await handle.task
+        try:
+            return await handle.task
+        finally:
+            # The run connected to the MCP servers it enabled; the connections (and the stdio
+            # servers) end with this event loop. A command is one process: its hub is ours.
+            await mcp.hub.close()
 
     clients = logging.getLogger("chat.agent.clients")
     progress = RetryProgress(printer.stderr) if printer is not None else None

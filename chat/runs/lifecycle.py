@@ -47,8 +47,8 @@ STOPPING = "The server is restarting: send your message again in a moment."
 
 
 def default_parameters() -> agent.AgentParameters:
-    """What a new conversation starts with: every registered tool enabled."""
-    return agent.AgentParameters(enabled_tools=tuple(agent.default_registry.names()))
+    """What a new conversation starts with: every built-in tool enabled."""
+    return agent.AgentParameters(enabled_tools=tuple(agent.default_registry.built_in_names()))
 
 
 @dataclass
@@ -190,7 +190,9 @@ def _create_run(
 
             if version_from is None:
                 rows, request = load()  # invalid input is refused before anything else
-            if unavailable := parameters.unavailable_tools():
+            # MCP tools are registered just before the run (mcp.hub.prepare), not here.
+            unavailable = [n for n in parameters.unavailable_tools() if mcp.SEPARATOR not in n]
+            if unavailable:
                 logger.info(
                     "conversation %s: chosen tool(s) not available here, not offered: %s",
                     conversation.pk,

@@ -28,6 +28,7 @@ from chat.models import McpServer, McpTool
 from .providers import key_variable_problem, read_key
 
 logger = logging.getLogger(__name__)
+SEPARATOR = mcp.SEPARATOR
 WHOLE_SERVER = "*"
 """`<server>__*` in a conversation's tools: every tool that server lists, now and later."""
 RAW_TEXT_CHARS = 2_000
@@ -202,6 +203,7 @@ class Hub:
         for name in list(self.registered):
             self.registry.unregister(name)
         self.registered.clear()
+        self._lock = asyncio.Lock()  # a command's next asyncio.run is a new event loop
 
 
 hub = Hub()
@@ -265,3 +267,33 @@ def known_tool_names() -> list[str]:
     tools = list(McpTool.objects.values_list("exposed_name", flat=True))
     servers = McpServer.objects.values_list("name", flat=True)
     return tools + [f"{name}{mcp.SEPARATOR}{WHOLE_SERVER}" for name in servers]
+
+
+def whole_servers() -> list[str]:
+    """Every enabled server as `<server>__*`: all its tools, those it adds later too."""
+    servers = McpServer.objects.filter(enabled=True).values_list("name", flat=True)
+    return [f"{name}{mcp.SEPARATOR}{WHOLE_SERVER}" for name in servers]
+
+
+async def refresh_all(
+    servers: Sequence[McpServer],
+) -> dict[int, list[mcp.ServerTool] | mcp.McpUnavailable]:
+    """Ask each server for its tools, all at once, and store them: by server pk, the tools or
+    why the server is down (it is marked so).
+
+    For commands and the admin: a hub of their own, closed before returning, so no connection
+    (nor stdio server) outlives the event loop the caller runs this in.
+    """
+    own = Hub(registry=agent.ToolRegistry())
+    try:
+        answers = await asyncio.gather(
+            *(own.refresh(server) for server in servers), return_exceptions=True
+        )
+    finally:
+        await own.close()
+    results: dict[int, list[mcp.ServerTool] | mcp.McpUnavailable] = {}
+    for server, answer in zip(servers, answers, strict=True):
+        if isinstance(answer, BaseException) and not isinstance(answer, mcp.McpUnavailable):
+            raise answer
+        results[server.pk] = answer
+    return results

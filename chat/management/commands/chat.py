@@ -20,6 +20,7 @@ from chat.management.terminal import (
     user_named,
 )
 from chat.models import Conversation
+from chat.runs import mcp
 from chat.transcripts import versions
 
 
@@ -55,9 +56,18 @@ class Command(BaseCommand):
         )
         parser.add_argument("--model", help="Model name (default: AGENTLAB_MODEL).")
         parser.add_argument(
-            "--tool", action="append", default=[], metavar="NAME", help="Enable a tool (repeat)."
+            "--tool",
+            action="append",
+            default=[],
+            metavar="NAME",
+            help="Enable a tool (repeat); an MCP server's as SERVER__TOOL, all of them as "
+            "'SERVER__*'.",
         )
-        parser.add_argument("--all-tools", action="store_true", help="Enable every tool.")
+        parser.add_argument(
+            "--all-tools",
+            action="store_true",
+            help="Enable every tool: the built-in ones and every enabled MCP server's.",
+        )
         parser.add_argument(
             "--system", action="append", default=[], metavar="TEXT", help="A system prompt."
         )
@@ -125,7 +135,9 @@ class Command(BaseCommand):
         """Apply the settings options to the conversation and save it."""
         changes: dict[str, Any] = {}
         if options["all_tools"]:
-            changes["enabled_tools"] = agent.default_registry.names()
+            registry = agent.default_registry
+            built_in = [name for name in registry.names() if not _source(registry, name)]
+            changes["enabled_tools"] = [*built_in, *mcp.whole_servers()]
         elif options["tool"]:
             changes["enabled_tools"] = options["tool"]
         if options["system"]:
@@ -137,11 +149,18 @@ class Command(BaseCommand):
         if options["model"]:
             changes["model"] = options["model"]
         try:
-            parameters = parameters.changed(**changes)
+            parameters = parameters.changed(known_tools=mcp.known_tool_names(), **changes)
         except ValidationError as exc:
             raise CommandError(validation_text(exc)) from None
         conversation.set_agent_parameters(parameters)
         conversation.save()
+
+
+def _source(registry: agent.ToolRegistry, name: str) -> str:
+    """Where a registered tool lives: "" when built in (an MCP tool of a run in this process
+    is registered too; `--all-tools` names its whole server instead)."""
+    tool = registry.get(name)
+    return tool.source if tool is not None else ""
 
 
 def _check_arguments(options: dict[str, Any]) -> None:

@@ -1,0 +1,303 @@
+"""manage.py mcp: the MCP servers agents may use as tool sources, from the terminal."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import IntegrityError, transaction
+
+from chat.agent import mcp
+from chat.management.terminal import fold
+from chat.models import McpServer, McpTool
+from chat.models.mcp import SERVER_NAME
+from chat.runs import mcp as servers
+from chat.runs.providers import read_key
+
+LIST_TIMEOUT = 15.0
+Snapshot = dict[str, tuple[str, Any, Any, bool]]
+"""A server's stored tools: exposed name -> (description, input schema, annotations,
+available)."""
+
+
+class Command(BaseCommand):
+    help = (
+        "Add, list, refresh and remove MCP servers (streamable HTTP or stdio), whose tools "
+        "conversations may enable as <server>__<tool>, or all of a server's as <server>__*."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+        add = actions.add_parser(
+            "add",
+            help="Probe a server and store it with its tools.",
+            description="Probe a server (initialize, tools/list) and store it with its tools. "
+            "Header and environment values are read from the variables named, never stored: "
+            "OPENAI_API_KEY, AGENTLAB_KEY_* or one listed in AGENTLAB_KEY_VARIABLES.",
+        )
+        add.add_argument(
+            "name", help="The server's name; its tools are offered as NAME__TOOL (docs__search)."
+        )
+        add.add_argument("--url", help="Streamable HTTP: the endpoint, e.g. http://host/mcp.")
+        add.add_argument(
+            "--header",
+            action="append",
+            default=[],
+            metavar="HEADER=ENV_VAR",
+            help="Streamable HTTP: a header whose value the variable holds (repeat).",
+        )
+        add.add_argument(
+            "--command",
+            dest="server_command",
+            metavar='"CMD ARG..."',
+            help="stdio: the command line that starts the server (one quoted argument).",
+        )
+        add.add_argument(
+            "--env",
+            action="append",
+            default=[],
+            metavar="NAME=ENV_VAR",
+            help="stdio: a variable of the server's environment, from this one (repeat).",
+        )
+        add.add_argument(
+            "--timeout",
+            type=float,
+            default=60.0,
+            metavar="SECONDS",
+            help="How long a tool call may take (default: 60).",
+        )
+        listing = actions.add_parser(
+            "list", help="Check every enabled server now; show its status and its tools."
+        )
+        listing.add_argument("--json", action="store_true", help="Print one JSON document.")
+        refresh = actions.add_parser(
+            "refresh", help="Ask servers for their tools again and store what changed."
+        )
+        refresh.add_argument("name", nargs="?", help="Only this server (default: every enabled).")
+        remove = actions.add_parser("remove", help="Delete a server and its tools.")
+        remove.add_argument("name")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        match options["action"]:
+            case "add":
+                self.add_server(options)
+            case "list":
+                self.list_servers(as_json=options["json"])
+            case "refresh":
+                self.refresh_servers(options["name"])
+            case "remove":
+                self.remove_server(options["name"])
+
+    def add_server(self, options: dict[str, Any]) -> None:
+        server = _new_server(options)
+        try:
+            label, tools = asyncio.run(mcp.probe(servers.server_config(server)))
+        except mcp.McpUnavailable as exc:
+            raise CommandError(f"{server.name} did not answer initialize: {exc}") from None
+        try:
+            with transaction.atomic():
+                server.save()
+                rows = servers.save_tools(server.pk, tools)
+        except IntegrityError:
+            raise CommandError(f"An MCP server named {server.name!r} exists already.") from None
+        for variable in {**server.headers, **server.env}.values():
+            if not read_key(variable):
+                self.stderr.write(f"{variable} is not set in this process: its value is not sent.")
+        self.stdout.write(
+            f"Added {server.name} ({server.transport}: {server.target}); the "
+            f"server {label!r} lists {len(rows)} tool{'s' if len(rows) != 1 else ''}."
+        )
+        width = max((len(row.exposed_name) for row in rows), default=0)
+        for row in rows:
+            self.stdout.write(f"  {row.exposed_name.ljust(width)}  {fold(row.description, 80)}")
+        self.stdout.write(
+            f"Enable them in a conversation's settings, or: manage.py chat MESSAGE --tool "
+            f"{rows[0].exposed_name if rows else server.name + '__TOOL'} "
+            f"(or '{server.name}{mcp.SEPARATOR}{servers.WHOLE_SERVER}' for all of them)."
+        )
+
+    def list_servers(self, *, as_json: bool) -> None:
+        enabled = list(McpServer.objects.filter(enabled=True))
+        for pk, reason in asyncio.run(_check(enabled)).items():
+            servers.mark(pk, up=not reason, error=reason)
+        rows = list(McpServer.objects.prefetch_related("tools"))
+        if as_json:
+            document = {"servers": [_summary(server) for server in rows]}
+            self.stdout.write(json.dumps(document, ensure_ascii=False, indent=2))
+            return
+        if not rows:
+            self.stdout.write("No MCP servers. Add one with: manage.py mcp add NAME --url URL")
+            return
+        table = [("SERVER", "TRANSPORT", "TARGET", "STATUS", "TOOLS")]
+        for server in rows:
+            tools = ", ".join(
+                row.exposed_name if row.available else f"{row.exposed_name} (not listed)"
+                for row in server.tools.all()
+            )
+            table.append(
+                (server.name, server.transport, server.target, _status(server), tools or "—")
+            )
+        widths = [max(len(line[column]) for line in table) for column in range(4)]
+        for line in table:
+            cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
+            self.stdout.write("  ".join([*cells, line[4]]).rstrip())
+
+    def refresh_servers(self, name: str | None) -> None:
+        chosen = [_server_named(name)] if name else list(McpServer.objects.filter(enabled=True))
+        if not chosen:
+            self.stdout.write("No enabled MCP servers to refresh.")
+            return
+        before = {server.pk: _snapshot(server) for server in chosen}
+        results = asyncio.run(servers.refresh_all(chosen))
+        down = []
+        for server in chosen:
+            result = results[server.pk]
+            if isinstance(result, mcp.McpUnavailable):
+                down.append(server.name)
+                self.stdout.write(f"{server.name}: down: {result}")
+                continue
+            self.stdout.write(f"{server.name}: {_changes(before[server.pk], _snapshot(server))}")
+        if down:
+            raise CommandError(f"Not refreshed, the server did not answer: {', '.join(down)}.")
+
+    def remove_server(self, name: str) -> None:
+        server = _server_named(name)
+        tools = server.tools.count()
+        server.delete()
+        self.stdout.write(
+            f"Removed {name} and its {tools} tool{'s' if tools != 1 else ''}. Conversations "
+            "that chose them keep the choice; it shows as not available."
+        )
+
+
+def _new_server(options: dict[str, Any]) -> McpServer:
+    """The server the options describe, checked, not saved; CommandError saying what is wrong."""
+    name, url, command = options["name"], options["url"], options["server_command"]
+    try:
+        SERVER_NAME(name)
+    except ValidationError as exc:
+        raise CommandError(f"{name!r} is not a server name: {exc.messages[0]}") from None
+    if McpServer.objects.filter(name=name).exists():
+        raise CommandError(
+            f"An MCP server named {name!r} exists already (manage.py mcp remove {name} first)."
+        )
+    if bool(url) == bool(command):
+        raise CommandError(
+            'Give either --url URL (streamable HTTP) or --command "CMD ARG..." (stdio).'
+        )
+    if url and options["env"]:
+        raise CommandError("--env is for a stdio server (--command); over HTTP use --header.")
+    if command and options["header"]:
+        raise CommandError("--header is for an HTTP server (--url); for stdio use --env.")
+    server = McpServer(name=name, timeout=options["timeout"])
+    if url:
+        server.transport, server.url = McpServer.Transport.HTTP, url.strip()
+        server.headers = _pairs(options["header"], "--header", "HEADER=ENV_VAR")
+    else:
+        try:
+            server.command, server.args = servers.parse_command(command)
+        except ValueError as exc:
+            raise CommandError(f"--command cannot be read: {exc}.") from None
+        server.transport = McpServer.Transport.STDIO
+        server.env = _pairs(options["env"], "--env", "NAME=ENV_VAR")
+    if problems := servers.config_problems(server):
+        raise CommandError(" ".join(problems))
+    try:
+        server.full_clean(exclude=["name"])
+    except ValidationError as exc:
+        raise CommandError(
+            "; ".join(f"{field}: {' '.join(texts)}" for field, texts in exc.message_dict.items())
+        ) from None
+    return server
+
+
+def _pairs(items: Sequence[str], flag: str, form: str) -> dict[str, str]:
+    pairs = {}
+    for item in items:
+        key, sign, variable = item.partition("=")
+        if not sign or not key.strip() or not variable.strip():
+            raise CommandError(f"{flag} {item!r}: expected {form}, e.g. {flag} {form}.")
+        pairs[key.strip()] = variable.strip()
+    return pairs
+
+
+def _server_named(name: str) -> McpServer:
+    try:
+        return McpServer.objects.get(name=name)
+    except McpServer.DoesNotExist:
+        raise CommandError(f"No MCP server named {name!r} (manage.py mcp list).") from None
+
+
+async def _check(chosen: Sequence[McpServer]) -> dict[int, str]:
+    """Each server probed at once: pk -> "" if it answered, else why not."""
+
+    async def one(server: McpServer) -> str:
+        try:
+            async with asyncio.timeout(LIST_TIMEOUT):
+                await mcp.probe(servers.server_config(server))
+        except mcp.McpUnavailable as exc:
+            return str(exc)
+        except TimeoutError:
+            return f"no answer within {LIST_TIMEOUT:g} s"
+        return ""
+
+    reasons = await asyncio.gather(*(one(server) for server in chosen))
+    return {server.pk: reason for server, reason in zip(chosen, reasons, strict=True)}
+
+
+def _status(server: McpServer) -> str:
+    if not server.enabled:
+        return "disabled"
+    if server.status == McpServer.Status.DOWN:
+        return f"down: {server.error}"
+    return str(server.status)
+
+
+def _summary(server: McpServer) -> dict[str, Any]:
+    return {
+        "name": server.name,
+        "transport": server.transport,
+        "target": server.target,
+        "enabled": server.enabled,
+        "status": server.status,
+        "error": server.error or None,
+        "checked_at": server.checked_at.isoformat() if server.checked_at else None,
+        "timeout": server.timeout,
+        "tools": [
+            {
+                "exposed_name": row.exposed_name,
+                "name": row.name,
+                "description": row.description,
+                "available": row.available,
+            }
+            for row in server.tools.all()
+        ],
+    }
+
+
+def _snapshot(server: McpServer) -> Snapshot:
+    rows = McpTool.objects.filter(server=server)
+    return {
+        row.exposed_name: (row.description, row.input_schema, row.annotations, row.available)
+        for row in rows
+    }
+
+
+def _changes(before: Snapshot, after: Snapshot) -> str:
+    """What a refresh changed, as one line: added, changed, no longer listed."""
+    listed_before = {name for name, row in before.items() if row[3]}
+    listed = {name for name, row in after.items() if row[3]}
+    added = sorted(listed - listed_before)
+    gone = sorted(listed_before - listed)
+    changed = sorted(name for name in listed & listed_before if before[name] != after[name])
+    parts = [f"{len(listed)} tool{'s' if len(listed) != 1 else ''}"]
+    for label, names in (("added", added), ("changed", changed), ("no longer listed", gone)):
+        if names:
+            parts.append(f"{label}: {', '.join(names)}")
+    if len(parts) == 1:
+        parts.append("nothing changed")
+    return "; ".join(parts)
