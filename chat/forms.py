@@ -18,7 +18,9 @@ from chat.agent.messages import ROLES
 from chat.agent.redaction import looks_secret
 from chat.formsets import row_edit
 from chat.models import Conversation, ProviderProfile
+from chat.runs import mcp
 from chat.runs.providers import KeyStatus, endpoint, key_status, key_variable_problem
+from chat.tool_choices import ToolGroup, flat, tool_choices
 from chat.transcripts.forks import MAX_TOOL_RESULT_CHARS
 
 DEFAULT_PROVIDER_LABEL = "Server default"
@@ -214,16 +216,11 @@ class AgentSettingsForm(EndpointForm):
         required=False, widget=forms.CheckboxSelectMultiple, label="Enabled tools"
     )
 
-    def __init__(self, *args: Any, unavailable_tools: Sequence[str] = (), **kwargs: Any) -> None:
+    def __init__(self, *args: Any, tools: Sequence[ToolGroup], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        tools = self.fields["enabled_tools"]
-        assert isinstance(tools, forms.MultipleChoiceField)
-        # A chosen tool this process does not have stays a choice, marked, so saving the panel
-        # keeps it: settings change only when their user changes them.
-        tools.choices = [
-            *((name, agent.humanize(name)) for name in agent.default_registry.names()),
-            *((name, f"{agent.humanize(name)} (not available here)") for name in unavailable_tools),
-        ]
+        field = self.fields["enabled_tools"]
+        assert isinstance(field, forms.MultipleChoiceField)
+        field.choices = flat(tools)
 
 
 class ConversationSettings:
@@ -242,7 +239,8 @@ class ConversationSettings:
 
     def _validated(self, candidate: dict[str, Any], pre_forms: Sequence[forms.Form] = ()) -> bool:
         try:
-            self.parameters = self.current.changed(**candidate)
+            known = mcp.known_tool_names()
+            self.parameters = self.current.changed(**candidate, known_tools=known)
         except ValidationError as exc:
             self._attach(exc, pre_forms)
             return False
@@ -302,11 +300,12 @@ class AgentSettings(ConversationSettings):
         self.rows = row_edit(data, MAX_ROWS)
         data = self.rows.data if self.rows else data
         current = self.current
+        self.tool_groups = tool_choices(current.enabled_tools)
         self.form = AgentSettingsForm(
             data,
             user=user,
             profile=conversation.profile,
-            unavailable_tools=current.unavailable_tools(),
+            tools=self.tool_groups,
             initial={
                 "model": current.model or "",
                 "temperature": current.temperature,

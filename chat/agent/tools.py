@@ -120,6 +120,11 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return sorted(self._tools)
 
+    def built_in_names(self) -> list[str]:
+        """The tools of this process's own code: not those another source (an MCP server)
+        registered for a run, which differ from process to process."""
+        return sorted(name for name, tool in self._tools.items() if not tool.source)
+
     def definitions(self, names: Iterable[str]) -> list[ToolDefinition]:
         return [self._tools[name].definition for name in names if name in self._tools]
 
