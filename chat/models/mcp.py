@@ -3,9 +3,16 @@ and when a server says its list changed)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from django.core.validators import RegexValidator
 from django.db import models
 
+from chat.agent.mcp import SEPARATOR
+from chat.agent.tools import ToolDefinition
+
+WHOLE_SERVER = "*"
+"""`<server>__*` in a conversation's tools: every tool that server lists, now and later."""
 SERVER_NAME = RegexValidator(
     r"^[a-zA-Z0-9_-]{1,40}$", "Letters, digits, _ and - only (it starts every tool's name)."
 )
@@ -62,6 +69,40 @@ class McpServer(models.Model):
         return " ".join([self.command, *self.args])
 
 
+def whole_server(name: str) -> str:
+    return f"{name}{SEPARATOR}{WHOLE_SERVER}"
+
+
+def known_tool_names() -> list[str]:
+    """Every MCP tool name a conversation may choose: each tool, and each whole server."""
+    tools = list(McpTool.objects.values_list("exposed_name", flat=True))
+    return tools + [whole_server(name) for name in McpServer.objects.values_list("name", flat=True)]
+
+
+def whole_servers() -> list[str]:
+    """Every enabled server as `<server>__*`: all its tools, those it adds later too."""
+    servers = McpServer.objects.filter(enabled=True).values_list("name", flat=True)
+    return [whole_server(name) for name in servers]
+
+
+class McpToolQuerySet(models.QuerySet["McpTool"]):
+    def chosen(self, names: Collection[str]) -> McpToolQuerySet:
+        """The offered tools among a conversation's choices (each by name, or its whole
+        server): listed by an enabled server the last time it was asked."""
+        wanted = [name for name in names if SEPARATOR in name]
+        whole = [name.rsplit(SEPARATOR, 1)[0] for name in wanted if name.endswith(WHOLE_SERVER)]
+        return (
+            self.filter(available=True, server__enabled=True)
+            .filter(models.Q(exposed_name__in=wanted) | models.Q(server__name__in=whole))
+            .select_related("server")
+            .order_by("exposed_name")
+        )
+
+    def definitions(self, names: Collection[str]) -> list[ToolDefinition]:
+        """What a run would offer of these choices, as the servers last listed their tools."""
+        return [row.definition() for row in self.chosen(names)]
+
+
 class McpTool(models.Model):
     """A tool a server lists, as offered to the model under `exposed_name`."""
 
@@ -78,6 +119,8 @@ class McpTool(models.Model):
     )
     updated_at = models.DateTimeField(auto_now=True)
 
+    objects = McpToolQuerySet.as_manager()
+
     class Meta:
         ordering = ["server", "name"]
         verbose_name = "MCP tool"
@@ -87,3 +130,11 @@ class McpTool(models.Model):
 
     def __str__(self) -> str:
         return self.exposed_name
+
+    def definition(self) -> ToolDefinition:
+        """As offered to the model."""
+        return ToolDefinition(
+            name=self.exposed_name,
+            description=self.description or f"{self.name} (MCP server {self.server.name})",
+            parameters=self.input_schema or {"type": "object"},
+        )

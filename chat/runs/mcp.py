@@ -12,25 +12,25 @@ import asyncio
 import json
 import logging
 import shlex
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from channels.db import database_sync_to_async as sync_to_async
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from chat import agent
 from chat.agent import mcp
 from chat.agent.tools import ToolError, ToolOutput
 from chat.models import McpServer, McpTool
+from chat.models.mcp import WHOLE_SERVER, known_tool_names, whole_servers
+
+__all__ = ["WHOLE_SERVER", "known_tool_names", "whole_servers"]  # the rules live with the models
 
 from .providers import key_variable_problem, read_key
 
 logger = logging.getLogger(__name__)
 SEPARATOR = mcp.SEPARATOR
-WHOLE_SERVER = "*"
-"""`<server>__*` in a conversation's tools: every tool that server lists, now and later."""
 RAW_TEXT_CHARS = 2_000
 
 
@@ -133,7 +133,7 @@ class Hub:
         names = request.parameters.enabled_tools
         if not any(mcp.SEPARATOR in name for name in names):
             return request
-        rows = await sync_to_async(_enabled_rows)(names)
+        rows = await sync_to_async(lambda: list(McpTool.objects.chosen(names)))()
         for server in {row.server.pk: row.server for row in rows}.values():
             try:
                 connection = await self.connection(server)
@@ -153,11 +153,7 @@ class Hub:
         return request.model_copy(update={"parameters": parameters})
 
     def _register(self, row: McpTool, server: McpServer, connection: mcp.Connection) -> None:
-        definition = agent.ToolDefinition(
-            name=row.exposed_name,
-            description=row.description or f"{row.name} (MCP server {server.name})",
-            parameters=row.input_schema or {"type": "object"},
-        )
+        definition = row.definition()
         tool_name, server_name = row.name, server.name
 
         async def call(arguments: dict[str, Any]) -> ToolOutput:
@@ -209,13 +205,6 @@ class Hub:
 hub = Hub()
 
 
-def _enabled_rows(names: Collection[str]) -> list[McpTool]:
-    wanted = [name for name in names if mcp.SEPARATOR in name]
-    whole = [name.rsplit(mcp.SEPARATOR, 1)[0] for name in wanted if name.endswith(WHOLE_SERVER)]
-    rows = McpTool.objects.filter(available=True, server__enabled=True).select_related("server")
-    return list(rows.filter(Q(exposed_name__in=wanted) | Q(server__name__in=whole)))
-
-
 def _expand(names: Sequence[str], rows: Sequence[McpTool]) -> list[str]:
     expanded: list[str] = []
     for name in names:
@@ -260,19 +249,6 @@ def save_tools(server_pk: int, tools: Sequence[mcp.ServerTool]) -> list[McpTool]
     McpTool.objects.filter(pk__in=[row.pk for row in existing.values()]).update(available=False)
     mark(server.pk, up=True)
     return kept
-
-
-def known_tool_names() -> list[str]:
-    """Every MCP tool name a conversation may choose: each tool, and each whole server."""
-    tools = list(McpTool.objects.values_list("exposed_name", flat=True))
-    servers = McpServer.objects.values_list("name", flat=True)
-    return tools + [f"{name}{mcp.SEPARATOR}{WHOLE_SERVER}" for name in servers]
-
-
-def whole_servers() -> list[str]:
-    """Every enabled server as `<server>__*`: all its tools, those it adds later too."""
-    servers = McpServer.objects.filter(enabled=True).values_list("name", flat=True)
-    return [f"{name}{mcp.SEPARATOR}{WHOLE_SERVER}" for name in servers]
 
 
 async def refresh_all(

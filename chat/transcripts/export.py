@@ -12,7 +12,7 @@ from pydantic import BaseModel, ValidationError
 from chat import agent
 from chat.agent import history
 from chat.agent.contracts import validation_text
-from chat.models import Conversation, ConversationQuerySet, Message, Run, Version
+from chat.models import Conversation, ConversationQuerySet, McpTool, Message, Run, Version
 
 from . import versions
 from .records import (
@@ -64,8 +64,13 @@ def request_messages(
 
 
 def tool_definitions(names: Iterable[str]) -> list[dict[str, Any]]:
-    """The definitions of the named tools this registry has, as offered to a model."""
-    return [definition.to_openai() for definition in agent.default_registry.definitions(names)]
+    """The definitions of the named tools, as offered to a model: built-in ones from this
+    registry, MCP ones as their servers last listed them."""
+    names = list(names)
+    built_in = set(agent.default_registry.built_in_names())
+    chosen = agent.default_registry.definitions(name for name in names if name in built_in)
+    offered = [*chosen, *McpTool.objects.definitions(names)]
+    return [definition.to_openai() for definition in offered]
 
 
 def openai_record(conversation: Conversation, path: versions.Path | None = None) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from chat.models import (
     Version,
     title_from,
 )
+from chat.models.mcp import known_tool_names
 
 from . import versions
 from .records import FullRecord, ImportRefused, NoOwner, OpenAIRecord
@@ -52,13 +53,17 @@ def _import_openai(record: OpenAIRecord, *, user: User) -> tuple[Conversation, l
     if violations:
         raise ImportRefused(f"the history breaks the strict rules: {violations[0]}")
     names = record.tool_names()
-    known = [name for name in names if name in agent.default_registry]
+    here = {*agent.default_registry.built_in_names(), *known_tool_names()}
+    known = [name for name in names if name in here]
     warnings = []
     if len(known) < len(names):
-        unknown = ", ".join(name for name in names if name not in agent.default_registry)
+        unknown = ", ".join(name for name in names if name not in here)
         warnings.append(f"tools not available here, left disabled: {unknown}")
-    parameters = agent.AgentParameters(
-        model=record.model or None, system_prompts=tuple(prompts), enabled_tools=tuple(known)
+    parameters = agent.AgentParameters().changed(
+        known_tools=known,
+        model=record.model or None,
+        system_prompts=tuple(prompts),
+        enabled_tools=tuple(known),
     )
     first_user = next((value.content for value in values if value.role == "user"), None)
     with transaction.atomic():

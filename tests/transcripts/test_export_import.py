@@ -336,3 +336,29 @@ def test_openai_lines_without_a_user_are_refused_once_and_broken_lines_still_sho
     assert "3 more line(s) in the openai format were skipped for the same reason" in report[2]
     assert sum("no owner" in line for line in report) == 1
     assert not Conversation.objects.exists()
+
+
+def test_mcp_tools_are_exported_as_offered_and_kept_on_import(tmp_path: Any) -> None:
+    from chat.models import McpServer, McpTool
+
+    server = McpServer.objects.create(name="docs", transport="http", url="http://x/mcp")
+    schema = {"type": "object", "properties": {"query": {"type": "string"}}}
+    McpTool.objects.create(
+        server=server, name="search_docs", exposed_name="docs__search_docs", input_schema=schema
+    )
+    McpTool.objects.create(server=server, name="gone", exposed_name="docs__gone", available=False)
+    made = make.conversation(make.user("ada"), "mcp export")
+    made.parameters = {"enabled_tools": ["get_current_time", "docs__*"]}
+    made.save()
+    transcripts.append_messages(made, [agent.ChatMessage(role="user", content="find")])
+
+    (record,) = export("--format", "openai")
+    names = [tool["function"]["name"] for tool in record["tools"]]
+    assert names == ["get_current_time", "docs__search_docs"]  # the unavailable one is not
+    assert record["tools"][1]["function"]["parameters"] == schema
+
+    path = tmp_path / "openai.jsonl"
+    path.write_text(json.dumps(record) + "\n")
+    run("import_transcripts", str(path), "--user", "ada")
+    imported = Conversation.objects.exclude(pk=made.pk).get()
+    assert imported.agent_parameters().enabled_tools == ("get_current_time", "docs__search_docs")

@@ -135,8 +135,7 @@ class Command(BaseCommand):
         """Apply the settings options to the conversation and save it."""
         changes: dict[str, Any] = {}
         if options["all_tools"]:
-            registry = agent.default_registry
-            built_in = [name for name in registry.names() if not _source(registry, name)]
+            built_in = agent.default_registry.built_in_names()
             changes["enabled_tools"] = [*built_in, *mcp.whole_servers()]
         elif options["tool"]:
             changes["enabled_tools"] = options["tool"]
@@ -154,13 +153,6 @@ class Command(BaseCommand):
             raise CommandError(validation_text(exc)) from None
         conversation.set_agent_parameters(parameters)
         conversation.save()
-
-
-def _source(registry: agent.ToolRegistry, name: str) -> str:
-    """Where a registered tool lives: "" when built in (an MCP tool of a run in this process
-    is registered too; `--all-tools` names its whole server instead)."""
-    tool = registry.get(name)
-    return tool.source if tool is not None else ""
 
 
 def _check_arguments(options: dict[str, Any]) -> None:
