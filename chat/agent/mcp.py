@@ -24,7 +24,7 @@ from mcp import types as mcp_types
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp.types import CONNECTION_CLOSED
+from mcp.types import CONNECTION_CLOSED, INVALID_REQUEST
 
 logger = logging.getLogger(__name__)
 
@@ -197,22 +197,31 @@ class Connection:
 
     async def call(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         """Call a tool; McpUnavailable when the server is down or stops during the call."""
-        await self.start()
-        session = self._session
-        if session is None:
-            raise McpUnavailable(self.error or "not connected")
-        try:
-            return await session.call_tool(name, arguments)
-        except asyncio.CancelledError:
-            raise
-        except MCPError as exc:
-            if exc.error.code != CONNECTION_CLOSED:
-                raise McpUnavailable(f"the call failed: {exc.error.message}") from None
-            self._broken(exc)
-            raise McpUnavailable("the server stopped during the call") from None
-        except Exception as exc:
-            self._broken(exc)
-            raise McpUnavailable(f"the server stopped during the call ({_reason(exc)})") from None
+        for attempt in (1, 2):
+            await self.start()
+            session = self._session
+            if session is None:
+                raise McpUnavailable(self.error or "not connected")
+            try:
+                return await session.call_tool(name, arguments)
+            except asyncio.CancelledError:
+                raise
+            except MCPError as exc:
+                if _session_gone(exc) and attempt == 1:
+                    # A restarted HTTP server forgot the session and ran nothing: the spec's
+                    # answer is a new session, and the call is safe to send again.
+                    self._broken(exc)
+                    continue
+                if exc.error.code != CONNECTION_CLOSED:
+                    raise McpUnavailable(f"the call failed: {exc.error.message}") from None
+                self._broken(exc)
+                raise McpUnavailable("the server stopped during the call") from None
+            except Exception as exc:
+                self._broken(exc)
+                raise McpUnavailable(
+                    f"the server stopped during the call ({_reason(exc)})"
+                ) from None
+        raise McpUnavailable(self.error or "not connected")
 
     async def list_tools(self) -> list[ServerTool]:
         await self.start()
@@ -307,6 +316,12 @@ async def _list(session: ClientSession) -> list[ServerTool]:
         cursor = page.next_cursor
         if not cursor:
             return tools
+
+
+def _session_gone(exc: MCPError) -> bool:
+    """A streamable HTTP server answered 404 for the session: it restarted, or forgot it."""
+    message = exc.error.message.lower()
+    return exc.error.code == INVALID_REQUEST and "session" in message
 
 
 def _reason(exc: BaseException) -> str:

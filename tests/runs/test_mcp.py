@@ -245,3 +245,23 @@ async def test_a_server_that_is_down_is_marked_and_its_tools_not_offered(
     assert server.status == McpServer.Status.DOWN and server.error
     made_again = await Conversation.objects.aget(pk=made.pk)
     assert "local__add" in made_again.agent_parameters().enabled_tools  # the choice is kept
+
+
+async def test_an_http_server_restarted_is_reached_again(
+    hub: hub_module.Hub, fake_openai: FakeOpenAIServer
+) -> None:
+    first = McpHttpServer("docs").start()
+    try:
+        await hub.refresh(await http_server(first.url))
+        made = await conversation("docs__pid")
+        fake_openai.enqueue(tool_turn([("c1", "docs__pid", "{}")]), text_turn("one"))
+        await run(made, fake_openai)
+    finally:
+        first.stop()
+    with McpHttpServer("docs", port=first.port):
+        fake_openai.enqueue(tool_turn([("c2", "docs__pid", "{}")]), text_turn("two"))
+        finished = await run(made, fake_openai, "again")
+
+    call = await ToolCall.objects.aget(run=finished)
+    assert call.status == "completed", call.error
+    assert tool_message(fake_openai, 1, "c1") != tool_message(fake_openai, 3, "c2")
