@@ -114,3 +114,10 @@ def test_tool_call_display_name_and_run_model_label() -> None:
 def test_a_conversation_without_a_title_is_named_by_its_id() -> None:
     made = Conversation.objects.create(owner=User.objects.create(username="z"))
     assert str(made) == f"Conversation {made.pk}"
+
+
+def test_failure_kinds_match_the_stored_choices() -> None:
+    from chat.agent.tools import FAILURE_KINDS
+    from chat.models import ToolFailure
+
+    assert set(FAILURE_KINDS) == set(ToolFailure.values)

@@ -120,6 +120,8 @@ class ToolResult:
     """Where the tool lives when not built in: an MCP server's name."""
     raw: Any = None
     """The result as the tool's source gave it (an MCP CallToolResult as JSON), for the logs."""
+    failure: str = ""
+    """Of a failed call, why (one of tools.FAILURE_KINDS)."""
 
     @property
     def message(self) -> ChatMessage:

@@ -288,6 +288,7 @@ class EventAgent:
                 duration=time.monotonic() - started,
                 source=source,
                 raw=exc.raw,
+                failure=exc.kind,
             )
         return ToolResult(
             tool_call=call,
@@ -316,19 +317,22 @@ class EventAgent:
         tool = self.registry.get(call.name)
         if tool is None or call.name not in self.enabled:
             offered = ", ".join(sorted(self.enabled)) or "none"
-            raise ToolError(f"tool {call.name!r} is not available (offered: {offered})")
+            raise ToolError(
+                f"tool {call.name!r} is not available (offered: {offered})",
+                kind="unknown_tool" if tool is None else "not_enabled",
+            )
         try:
             arguments = json.loads(call.arguments) if call.arguments.strip() else {}
         except json.JSONDecodeError as exc:
-            raise ToolError(f"invalid arguments: not valid JSON: {exc}") from None
+            raise ToolError(f"invalid arguments: not valid JSON: {exc}", kind=INVALID) from None
         if not isinstance(arguments, dict):
-            raise ToolError("invalid arguments: not a JSON object")
+            raise ToolError("invalid arguments: not a JSON object", kind=INVALID)
         try:
             jsonschema.validate(arguments, tool.definition.parameters)
         except jsonschema.ValidationError as exc:
             where = "/".join(str(part) for part in exc.absolute_path)
             raise ToolError(
-                f"invalid arguments{f' at {where}' if where else ''}: {exc.message}"
+                f"invalid arguments{f' at {where}' if where else ''}: {exc.message}", kind=INVALID
             ) from None
         try:
             async with asyncio.timeout(tool.timeout) as deadline:
@@ -341,7 +345,9 @@ class EventAgent:
         except TimeoutError:
             if not deadline.expired():
                 raise ToolError(f"TimeoutError raised by {call.name!r}") from None
-            raise ToolError(f"tool {call.name!r} timed out after {tool.timeout:g}s") from None
+            raise ToolError(
+                f"tool {call.name!r} timed out after {tool.timeout:g}s", kind="timeout"
+            ) from None
         except ToolError:
             raise
         except Exception as exc:  # a tool's failure is a result the model sees, not a crash
@@ -356,10 +362,18 @@ class EventAgent:
             raise ToolError(f"the result is not JSON-serialisable: {exc}") from None
 
 
-class ToolError(Exception):
-    """A tool call could not be carried out; its text becomes the error reply. `raw` keeps
-    what the tool's source answered, when it answered."""
+INVALID = "invalid_arguments"
+FAILURE_KINDS = ("tool_error", INVALID, "unknown_tool", "not_enabled", "timeout", "unavailable")
+"""Why a call failed: the tool raised or reported an error; the arguments were not JSON or not
+the schema's; the name was never a tool here; a tool this conversation did not enable; it took
+too long; its source (an MCP server) could not be reached."""
 
-    def __init__(self, message: str, *, raw: Any = None) -> None:
+
+class ToolError(Exception):
+    """A tool call could not be carried out; its text becomes the error reply. `kind` is one of
+    FAILURE_KINDS; `raw` keeps what the tool's source answered, when it answered."""
+
+    def __init__(self, message: str, *, kind: str = "tool_error", raw: Any = None) -> None:
         super().__init__(message)
+        self.kind = kind
         self.raw = raw

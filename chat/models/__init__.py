@@ -11,7 +11,16 @@ from .conversations import (
 )
 from .mcp import McpServer, McpTool
 from .providers import ProviderProfile
-from .runs import ModelCall, Run, RunQuerySet, RunStatus, ToolCall, ToolCallQuerySet, ToolCallStatus
+from .runs import (
+    ModelCall,
+    Run,
+    RunQuerySet,
+    RunStatus,
+    ToolCall,
+    ToolCallQuerySet,
+    ToolCallStatus,
+    ToolFailure,
+)
 
 __all__ = [
     "Conversation",
@@ -29,6 +38,7 @@ __all__ = [
     "ToolCall",
     "ToolCallQuerySet",
     "ToolCallStatus",
+    "ToolFailure",
     "Version",
     "title_from",
 ]

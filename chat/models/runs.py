@@ -97,6 +97,17 @@ class Run(Measured):
         return SCRIPTED_LABEL if self.model == SCRIPTED_MODEL else self.model
 
 
+class ToolFailure(models.TextChoices):
+    """Why a call failed (chat.agent.tools.FAILURE_KINDS), as pills name it."""
+
+    TOOL_ERROR = "tool_error", "failed"
+    INVALID_ARGUMENTS = "invalid_arguments", "invalid arguments"
+    UNKNOWN_TOOL = "unknown_tool", "unknown tool"
+    NOT_ENABLED = "not_enabled", "not enabled"
+    TIMEOUT = "timeout", "timed out"
+    UNAVAILABLE = "unavailable", "server unavailable"
+
+
 class ToolCallQuerySet(models.QuerySet["ToolCall"]):
     def in_progress(self) -> ToolCallQuerySet:
         return self.filter(status=ToolCallStatus.IN_PROGRESS)
@@ -135,6 +146,12 @@ class ToolCall(models.Model):
     )
     raw_result = models.JSONField(
         null=True, blank=True, help_text="The result as the server sent it (MCP tools)."
+    )
+    failure = models.CharField(
+        max_length=20,
+        choices=ToolFailure.choices,
+        blank=True,
+        help_text="Of a failed call, why.",
     )
 
     objects = ToolCallQuerySet.as_manager()

@@ -162,7 +162,7 @@ class Hub:
                 live = current[1] if current is not None else connection
                 result = await live.call(tool_name, arguments)
             except mcp.McpUnavailable as exc:
-                raise ToolError(f"MCP server {server_name}: {exc}") from None
+                raise ToolError(f"MCP server {server_name}: {exc}", kind="unavailable") from None
             if result.is_error:
                 raise ToolError(mcp.error_text(result), raw=_raw(result))
             return ToolOutput(mcp.result_text(result), raw=_raw(result))

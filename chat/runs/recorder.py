@@ -195,6 +195,7 @@ class Recorder:
             duration=result.duration,
             server=_fit(ToolCall, "server", result.source),
             raw_result=result.raw,
+            failure=result.failure,
         )
         if len(step.results) == len(step.calls):
             # Replies are stored in call order once the whole round is in, whatever order the

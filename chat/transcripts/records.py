@@ -1,6 +1,4 @@
-"""The JSON Lines records of export_transcripts and import_transcripts, one per conversation.
-
-Two formats:
+"""The JSON Lines records of export_transcripts and import_transcripts, one per conversation:
 
 - `openai`: `{"messages": [...], "tools": [...]}`, exactly what a strict Chat Completions endpoint
   accepts (replay, fine-tuning). System prompts and pre-messages come first, as a run sends them.
@@ -35,7 +33,7 @@ from pydantic import (
 from chat import agent
 from chat.agent.contracts import validation_text
 from chat.agent.messages import Role
-from chat.models import RunStatus, ToolCallStatus
+from chat.models import RunStatus, ToolCallStatus, ToolFailure
 
 from .limits import (
     PARTS,
@@ -182,6 +180,9 @@ class ToolCallRecord(_Record):
     started_at: Timestamp | None = None
     finished_at: Timestamp | None = None
     duration: Seconds | None = None
+    server: Annotated[str, at_most(40)] = ""
+    raw_result: Any = None
+    failure: ToolFailure | Literal[""] = ""
 
 
 class _Measured(_Record):

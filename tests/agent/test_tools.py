@@ -561,3 +561,35 @@ async def test_search_cards_finds_matching_cards() -> None:
     assert len(data["matches"]) <= 2
     nothing = await agent_.execute(call("search_cards", '{"query": "zebra"}'))
     assert json.loads(nothing.content)["matches"] == []
+
+
+async def test_a_failed_call_says_why_in_one_of_the_failure_kinds() -> None:
+    def boom(_: dict[str, Any]) -> str:
+        raise RuntimeError("disk full")
+
+    async def sleepy(_: dict[str, Any]) -> str:
+        await asyncio.sleep(1)
+        return "late"
+
+    registry = registry_with("boom", boom, parameters={"type": "object", "required": ["x"]})
+    registry.register(ToolDefinition(name="sleepy", description="z"), sleepy, timeout=0.01)
+    registry.register(ToolDefinition(name="off", description="not chosen"), boom)
+    agent = EventAgent(registry, ["boom", "sleepy"])
+    kinds = {
+        name: (await agent.execute(call(name, arguments))).failure
+        for name, arguments in [
+            ("boom", '{"x": 1}'),
+            ("boom", "{}"),
+            ("nope", "{}"),
+            ("off", "{}"),
+            ("sleepy", "{}"),
+        ]
+    }
+    assert kinds == {
+        "boom": "invalid_arguments",  # the second boom call: no x
+        "nope": "unknown_tool",
+        "off": "not_enabled",
+        "sleepy": "timeout",
+    }
+    assert (await agent.execute(call("boom", '{"x": 1}'))).failure == "tool_error"
+    assert (await agent.execute(call("sleepy", "{}"))).failure == "timeout"
