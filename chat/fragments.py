@@ -227,7 +227,12 @@ class RunPublisher:
                 state.finished.append(result)
                 return render("indicator", {"key": key, "live": state, "oob": True}) + (
                     f'<span id="pills-{key}" hx-swap-oob="beforeend">'
-                    + pill(result.tool_call.name, result.status, result.error or "")
+                    + pill(
+                        result.tool_call.name,
+                        result.status,
+                        result.error or "",
+                        failure=result.failure,
+                    )
                     + "</span>"
                 )
             case events.RunFinished(status, error):

@@ -7,11 +7,31 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils.safestring import SafeString
+
+from chat import waterfall
 from chat.agent.redaction import redact
+from chat.agent.wire import offered_tools
 from chat.models import ModelCall, Run, ToolCall
 from chat.runs.providers import endpoint, known_keys
 
 MAX_RAW_ROWS = 2000
+
+
+@dataclass(frozen=True)
+class Offer:
+    """A tool the step's request offered, and whether the model called it in that step."""
+
+    name: str
+    called: bool
+
+
+@dataclass(frozen=True)
+class Called:
+    """A tool call of the step, and whether its name was among the tools offered."""
+
+    call: ToolCall
+    offered: bool
 
 
 @dataclass
@@ -20,6 +40,27 @@ class Step:
     model_call: ModelCall | None
     tool_calls: list[ToolCall] = field(default_factory=list)
     secrets: list[str] = field(default_factory=list)
+
+    @property
+    def offered(self) -> list[Offer]:
+        """The tools the request offered; none when there is no request to read them from."""
+        if self.model_call is None:
+            return []
+        names = {call.name for call in self.tool_calls}
+        return [Offer(name, name in names) for name in offered_tools(self.model_call.request)]
+
+    @property
+    def calls(self) -> list[Called]:
+        """The step's tool calls; without a request, each counts as offered (nothing to say)."""
+        if self.model_call is None:
+            return [Called(call, True) for call in self.tool_calls]
+        offered = set(offered_tools(self.model_call.request))
+        return [Called(call, call.name in offered) for call in self.tool_calls]
+
+    @property
+    def unoffered(self) -> list[str]:
+        """Names the model called that its request did not offer, once each."""
+        return list(dict.fromkeys(c.call.name for c in self.calls if not c.offered))
 
     @property
     def request_json(self) -> str:
@@ -73,6 +114,15 @@ def steps(run: Run) -> list[Step]:
         step = found.setdefault(tool_call.step, Step(tool_call.step, None, secrets=secrets))
         step.tool_calls.append(tool_call)
     return [found[number] for number in sorted(found)]
+
+
+def picture(run: Run, found: list[Step]) -> SafeString:
+    """The run's waterfall, drawn from the rows its steps hold."""
+    return waterfall.picture(
+        run,
+        [step.model_call for step in found if step.model_call is not None],
+        [call for step in found for call in step.tool_calls],
+    )
 
 
 def max_steps(run: Run) -> Any:

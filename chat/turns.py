@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from chat.models import Conversation, Message, ModelCall, Run, ToolCall
+from chat.models import Annotation, Conversation, Message, ModelCall, Run, ToolCall
 from chat.rendering import markdown
 from chat.transcripts import versions
 
@@ -30,6 +30,8 @@ class Turn:
     model_calls: list[ModelCall] = field(default_factory=list)
     point: versions.Point | None = None
     """The versions at this turn's start, when it has more than one."""
+    annotations: list[Annotation] = field(default_factory=list)
+    """The team's annotations of the reply and of its tool calls, with their authors."""
 
     @property
     def start(self) -> Message | None:
@@ -97,7 +99,7 @@ class Turn:
 
 
 def conversation_turns(conversation: Conversation) -> list[Turn]:
-    """The conversation as turns, in four queries whatever its length."""
+    """The conversation as turns, in five queries whatever its length."""
     runs = {run.pk: run for run in conversation.runs.all()}
     calls: dict[int, list[ToolCall]] = {}
     for call in ToolCall.objects.filter(run__conversation=conversation).order_by(
@@ -111,11 +113,23 @@ def conversation_turns(conversation: Conversation) -> list[Turn]:
         .order_by("step")
     ):
         model_calls.setdefault(model_call.run_id, []).append(model_call)
+    annotations: dict[int, list[Annotation]] = {}
+    for annotation in Annotation.objects.filter(run__conversation=conversation).select_related(
+        "author"
+    ):
+        annotations.setdefault(annotation.run_id, []).append(annotation)
 
     def turn(user: Message | None, run: Run | None) -> Turn:
         if run is None:
             return Turn(user=user)
-        return Turn(user, run, [], calls.get(run.pk, []), model_calls.get(run.pk, []))
+        return Turn(
+            user,
+            run,
+            [],
+            calls.get(run.pk, []),
+            model_calls.get(run.pk, []),
+            annotations=annotations.get(run.pk, []),
+        )
 
     turns: list[Turn] = []
     marks = versions.points(conversation)
@@ -146,6 +160,7 @@ def turn_for_run(run: Run) -> Turn:
         replies=[m for m in messages if m.role == "assistant"],
         tool_calls=list(run.tool_calls.order_by("step", "position", "pk")),
         model_calls=list(run.model_calls.defer("request", "raw_stream").order_by("step")),
+        annotations=list(Annotation.objects.filter(run=run).select_related("author")),
     )
     if turn.start is not None and turn.start.version_id is None:
         turn.point = versions.points(run.conversation).get(turn.start.index)

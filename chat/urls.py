@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import path
 
 from chat import picker, search, views
+from chat.evals.annotations import reply_annotation, tool_call_annotation
 
 app_name = "chat"
 urlpatterns = [
@@ -21,6 +22,16 @@ urlpatterns = [
         "c/<int:pk>/tool-calls/<int:tool_call_pk>/",
         views.tool_call_detail,
         name="tool_call_detail",
+    ),
+    path(
+        "c/<int:pk>/runs/<int:run_pk>/annotation/",
+        reply_annotation,
+        name="reply_annotation",
+    ),
+    path(
+        "c/<int:pk>/tool-calls/<int:tool_call_pk>/annotation/",
+        tool_call_annotation,
+        name="tool_call_annotation",
     ),
     path("c/<int:pk>/messages/<int:index>/text/", views.message_text, name="message_text"),
     path("c/<int:pk>/messages/<int:index>/reply/", views.reply_text, name="reply_text"),

@@ -188,11 +188,14 @@ def run_inspect(request: AuthenticatedRequest, pk: int, run_pk: int) -> HttpResp
     """The wire inspector of one run, loaded when its "Inspect" toggle opens."""
     conversation = _readable(request, pk)
     run = get_object_or_404(conversation.runs, pk=run_pk)
-    return render(
-        request,
-        "chat/conversation.html#inspector",
-        {"run": run, "steps": inspector.steps(run), "max_steps": inspector.max_steps(run)},
-    )
+    steps = inspector.steps(run)
+    context = {
+        "run": run,
+        "steps": steps,
+        "max_steps": inspector.max_steps(run),
+        "waterfall": inspector.picture(run, steps),
+    }
+    return render(request, "chat/conversation.html#inspector", context)
 
 
 @login_required

@@ -571,3 +571,178 @@ def test_mcp_tool_calls_show_their_server_and_raw_result(staff: Client, rich: Co
     assert [row.pk for row in listing.context["cl"].result_list] == [call.pk]
     transcript = staff.get(url(Conversation, "change", rich.pk)).content.decode()
     assert transcript.count("on MCP server <code>docs</code>") == 2  # the call, its answer
+
+
+def test_transcript_draws_each_runs_waterfall_and_says_why_calls_failed(
+    staff: Client, rich: Conversation
+) -> None:
+    ToolCall.objects.filter(call_id="call_b").update(failure="tool_error")
+
+    html = staff.get(url(Conversation, "change", rich.pk)).content.decode()
+
+    first, second = rich.runs.order_by("pk")
+    header = html[html.index(f'id="run-{first.pk}"') :]
+    header = header[: header.index("</section>")]
+    assert '<div class="waterfall-frame"><svg class="waterfall waterfall-wide"' in header
+    assert 'role="img" aria-label="Run of 1.50 s: 2 model calls, 2 tool calls (1 failed)"' in header
+    assert "step 1 · 10→8 tok" in header and "step 2 · 20→4 tok" in header
+    assert 'class="wf-bar wf-tool wf-failed"' in header and "style=" not in header
+    assert (
+        f'id="run-{second.pk}"' in html and html.count('<svg class="waterfall waterfall-wide"') == 2
+    )
+    assert (
+        '<span class="pill-name">Handoff note</span> <span class="pill-kind">· failed</span></a>'
+        in html
+    )
+
+
+# Annotations: listed, filtered, searched and edited by staff with the chat's rules; read-only
+# on their run's page.
+
+
+def annotated(rich: Conversation) -> dict:
+    """Three annotations on the rich conversation's first run: ada's Bad on the reply with a
+    note, bob's Good on the time call, ada's Bad on the note call with the expected call."""
+    from chat.models import Annotation
+
+    first = rich.runs.order_by("pk").first()
+    assert first is not None
+    time_call, note_call = first.tool_calls.order_by("position")
+    bob = make.user("bob")
+    return {
+        "run": first,
+        "time_call": time_call,
+        "note_call": note_call,
+        "reply": Annotation.objects.create(
+            author=rich.owner, run=first, verdict="bad", note="Paris was not asked for."
+        ),
+        "good": Annotation.objects.create(
+            author=bob, run=first, tool_call=time_call, verdict="good"
+        ),
+        "bad": Annotation.objects.create(
+            author=rich.owner,
+            run=first,
+            tool_call=note_call,
+            verdict="bad",
+            note="The note was empty.",
+            expected={"tool": "handoff_note", "arguments": {"note": "Call Sam at 10:30"}},
+        ),
+    }
+
+
+def test_annotations_are_listed_with_their_target_and_filtered(
+    staff: Client, rich: Conversation
+) -> None:
+    from chat.models import Annotation
+
+    rows = annotated(rich)
+    listing = staff.get(url(Annotation, "changelist"))
+    html = listing.content.decode()
+    assert listing.status_code == 200
+    for text in (
+        "Paris was not asked for.",
+        "— (the reply)",
+        "handoff_note {&quot;note&quot;: &quot;Call Sam at 10:30&quot;}",
+        "get_current_time",
+        url(Conversation, "change", rich.pk),
+    ):
+        assert text in html, text
+
+    def listed(**query: str) -> set[object]:
+        response = staff.get(url(Annotation, "changelist"), query)
+        assert response.status_code == 200
+        return {row.pk for row in response.context["cl"].result_list}
+
+    reply, good, bad = (rows[key].pk for key in ("reply", "good", "bad"))
+    bob = get_user_model().objects.get(username="bob")
+    assert listed(verdict__exact="bad") == {reply, bad}
+    assert listed(author__id__exact=str(bob.pk)) == {good}
+    assert listed(expected="call") == {bad}
+    assert listed(expected="none") == {reply, good}
+    assert listed(on="reply") == {reply}
+    assert listed(on="tool_call") == {good, bad}
+    assert listed(q="empty") == {bad}
+    assert listed(created_at__gte="2000-01-01 00:00:00+00:00") == {reply, good, bad}
+
+
+def test_staff_edit_an_annotation_with_the_chats_rules(staff: Client, rich: Conversation) -> None:
+    from chat.models import Annotation
+
+    bad = annotated(rich)["bad"]
+    page = staff.get(url(Annotation, "change", bad.pk))
+    html = page.content.decode()
+    assert page.status_code == 200 and 'name="_save"' in html
+    assert 'name="expected_tool"' in html and 'value="handoff_note"' in html
+
+    form = {
+        "verdict": "bad",
+        "note": "Still empty.",
+        "expected_tool": "handoff_note",
+        "expected_arguments": '{"note": ',
+    }
+    response = staff.post(url(Annotation, "change", bad.pk), form)
+    assert response.status_code == 200
+    assert "Expected arguments are not valid JSON" in response.content.decode()
+    assert "{&quot;note&quot;: </textarea>" in response.content.decode()
+    bad.refresh_from_db()
+    assert bad.note == "The note was empty."
+
+    no_tool = {**form, "expected_tool": "", "expected_arguments": "", "no_tool": "on"}
+    response = staff.post(url(Annotation, "change", bad.pk), no_tool)
+    assert response.status_code == 302
+    bad.refresh_from_db()
+    assert (bad.note, bad.expected, bad.author) == ("Still empty.", {"no_tool": True}, rich.owner)
+
+
+def test_staff_add_annotations_as_themselves_once_per_target(
+    staff: Client, rich: Conversation
+) -> None:
+    from chat.models import Annotation
+
+    rows = annotated(rich)
+    run, note_call = rows["run"], rows["note_call"]
+    add = url(Annotation, "add")
+    assert staff.get(add).status_code == 200
+
+    response = staff.post(add, {"run": run.pk, "verdict": "good", "expected_tool": "x"})
+    assert "Only a tool call has an expected call" in response.content.decode()
+    other = rich.runs.order_by("pk").last()
+    assert other is not None and other != run
+    response = staff.post(add, {"run": other.pk, "tool_call": note_call.pk, "verdict": "good"})
+    assert "This tool call belongs to another run." in response.content.decode()
+    assert Annotation.objects.count() == 3
+
+    response = staff.post(add, {"run": run.pk, "tool_call": note_call.pk, "verdict": "good"})
+    assert response.status_code == 302
+    mine = Annotation.objects.get(author__username="root")
+    assert (mine.tool_call, mine.verdict, mine.expected) == (note_call, "good", None)
+    response = staff.post(add, {"run": run.pk, "tool_call": note_call.pk, "verdict": "bad"})
+    assert "root has already annotated this tool call" in response.content.decode()
+    assert Annotation.objects.count() == 4
+
+
+def test_a_runs_page_lists_its_annotations_read_only(staff: Client, rich: Conversation) -> None:
+    from chat.models import Annotation
+
+    rows = annotated(rich)
+    html = staff.get(url(Run, "change", rows["run"].pk)).content.decode()
+    assert "Paris was not asked for." in html and "The note was empty." in html
+    assert "handoff_note {&quot;note&quot;: &quot;Call Sam at 10:30&quot;}" in html
+    assert 'name="annotations-0-note"' not in html  # read-only
+    assert url(Annotation, "change", rows["reply"].pk) in html
+
+
+def test_deleting_a_conversation_takes_its_annotations(client: Client, rich: Conversation) -> None:
+    from chat.models import Annotation
+
+    annotated(rich)
+    viewer = make.user("viewer", is_staff=True)
+    viewer.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_conversation", "delete_conversation"])
+    )
+    client.force_login(viewer)
+    confirm = client.get(url(Conversation, "delete", rich.pk))
+    assert confirm.status_code == 200 and not confirm.context["perms_lacking"]
+    response = client.post(url(Conversation, "delete", rich.pk), {"post": "yes"})
+    assert response.status_code == 302 and not Annotation.objects.exists()
+    assert client.get(url(Annotation, "changelist")).status_code == 403

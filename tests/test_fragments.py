@@ -8,10 +8,11 @@ import re
 import pytest
 from channels.layers import get_channel_layer
 
-from chat import fragments
+from chat import agent, fragments
 from chat.agent import events
 from chat.fragments import RunPublisher
 from chat.models import Conversation, Message, Run
+from chat.turns import Turn
 
 INTERVAL = 0.05
 
@@ -128,3 +129,31 @@ async def test_the_first_frame_does_not_wait_long_for_a_slow_model() -> None:
 
     frames = await drain(layer, channel)
     assert len(frames) == 1 and 'id="turn-9003"' in frames[0]
+
+
+def test_a_failed_calls_live_pill_says_why_and_so_does_the_catch_up_snapshot() -> None:
+    """No django_db mark here: the live pills come from the events, not from rows."""
+    conversation = Conversation(pk=9004, title="Rockets")
+    run = Run(pk=9004, conversation=conversation, status="in_progress")
+    publisher = RunPublisher(run)
+    asked = agent.ToolCall(id="c1", name="launch_rockets", arguments="{}")
+    result = events.ToolResult(
+        tool_call=asked,
+        content="{}",
+        status="failed",
+        error="tool 'launch_rockets' is not available (offered: none)",
+        failure="unknown_tool",
+    )
+    pill = (
+        '<span class="pill pill-failed pill-unknown_tool" title="tool &#x27;launch_rockets&#x27; '
+        'is not available (offered: none)"><span class="pill-name">Launch rockets</span> '
+        '<span class="pill-kind">· unknown tool</span></span>'
+    )
+
+    html = asyncio.run(publisher._render(events.ToolCallFinished(result)))
+    assert pill in html
+
+    snapshot = fragments.render(
+        "live-reply", {"turn": Turn(user=None, run=run), "live": publisher.state}
+    )
+    assert pill in snapshot

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -7,9 +8,10 @@ from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 
+from chat import agent, inspector
 from chat.agent.clients import OpenAICompatibleChatClient
-from chat.agent.scripted import ScriptedChatClient
-from chat.models import Conversation, ModelCall, Run
+from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
+from chat.models import Conversation, ModelCall, Run, ToolCall
 from chat.testing import factories as make
 from chat.testing.openai_script import text_turn, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer
@@ -102,3 +104,60 @@ def test_the_indicator_counts_steps() -> None:
     assert "Looking up: Get current time" in html and "step 2 of 8" in html
     single = render("indicator", {"key": 1, "live": LiveState(running={"c": "x"}, max_steps=1)})
     assert "step" not in single
+
+
+def test_each_step_shows_the_tools_offered_and_flags_a_call_of_one_never_offered(
+    client_in: Client, user: Any
+) -> None:
+    conversation = make.conversation(user, enabled_tools=["get_current_time", "search_cards"])
+    asked = (
+        agent.ToolCall(id="c1", name="get_current_time", arguments="{}"),
+        agent.ToolCall(id="c2", name="launch_rockets", arguments="{}"),
+    )
+    turns = [ScriptedTurn(tool_calls=asked), ScriptedTurn(text="One of them worked.")]
+    run = make.run_turn(conversation, "time and rockets", ScriptedChatClient(turns))
+
+    found = inspector.steps(run)
+    assert [(offer.name, offer.called) for offer in found[0].offered] == [
+        ("get_current_time", True),
+        ("search_cards", False),
+    ]
+    assert [(called.call.name, called.offered) for called in found[0].calls] == [
+        ("get_current_time", True),
+        ("launch_rockets", False),
+    ]
+    assert found[0].unoffered == ["launch_rockets"]
+    assert [offer.called for offer in found[1].offered] == [False, False]
+
+    url = reverse("chat:run_inspect", args=[conversation.pk, run.pk])
+    html = client_in.get(url).content.decode()
+    lines = [
+        re.sub(r"<[^>]+>", "", line)
+        for line in re.findall(r'<p class="inspect-offered">(.*?)</p>', html)
+    ]
+    assert lines == [
+        "Offered: get_current_time called, search_cards · called but not offered: launch_rockets",
+        "Offered: get_current_time, search_cards",
+    ]
+    assert '<code>launch_rockets</code> <span class="offer-flag">not offered</span>' in html
+    assert html.count('class="offer-flag">not offered') == 1
+    assert "pill-unknown_tool" in html
+
+
+def test_a_step_without_its_request_claims_nothing_about_offers() -> None:
+    call = ToolCall(name="get_current_time")
+    step = inspector.Step(1, None, [call])
+    assert step.offered == [] and step.unoffered == []
+    assert [(c.call, c.offered) for c in step.calls] == [(call, True)]
+
+
+def test_the_inspector_opens_with_the_runs_waterfall(client_in: Client, user: Any) -> None:
+    conversation = conversation_of(user)
+    run = make.run_turn(conversation, "what time is it?", ScriptedChatClient())
+    html = client_in.get(reverse("chat:run_inspect", args=[conversation.pk, run.pk])).content
+    text = html.decode()
+    assert text.index('<svg class="waterfall waterfall-wide"') < text.index('class="inspect-step"')
+    assert text.count('<svg class="waterfall waterfall-narrow"') == 1
+    label = re.search(r'<svg class="waterfall waterfall-wide"[^>]* aria-label="([^"]*)"', text)
+    assert label is not None
+    assert re.fullmatch(r"Run of \d+\.\d\d s: 2 model calls, 1 tool call", label.group(1))

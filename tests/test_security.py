@@ -429,7 +429,7 @@ NEVER_IN_TRANSCRIPT = {
     "script", "style", "img", "svg", "math", "iframe", "frame", "object", "embed", "form",
     "input", "button", "textarea", "base", "link", "meta", "video", "audio", "source",
 }  # fmt: skip
-OWN_CONTROLS = {"message-actions", "edit-form", "code-head", "pills"}
+OWN_CONTROLS = {"message-actions", "edit-form", "code-head", "pills", "annotate"}
 """Where the transcript holds the page's own controls (edit, copy, versions): templates and the
 code-block renderer write them; model output can hold no element at all (Markdown's raw HTML is
 off, and the sanitiser keeps no form, input or textarea)."""
@@ -478,6 +478,12 @@ class Audit(HTMLParser):
             self.transcript_tags.add(tag)
             if tag == "svg" and values.get("class") == "icon" and values.get("aria-hidden"):
                 pass  # our icons (templates/chat/icon-*.html); nh3 strips any <svg> a model writes
+            elif (
+                tag == "svg"
+                and "waterfall" in values.get("class", "").split()
+                and values.get("role") == "img"
+            ):
+                pass  # a run's waterfall (chat/waterfall.py): every text in it is escaped
             elif tag in NEVER_IN_TRANSCRIPT and not self.own:
                 self.problems.append(f"<{tag}> in the transcript: {values}")
         if tag == "script":
@@ -533,6 +539,14 @@ EVIL_CALL = agent.ToolCall(id="call_x", name=EVIL_NAME, arguments=EVIL_ARGUMENTS
 DOCUMENT = "\n\n".join(["# Title <script>alert(1)</script>", *PAYLOADS])
 
 
+def timed(run: Run) -> dict[str, Any]:
+    return {
+        "started_at": run.started_at,
+        "finished_at": run.started_at + timedelta(seconds=0.2),
+        "duration": 0.2,
+    }
+
+
 def plant(owner: Any) -> tuple[Conversation, Conversation]:
     """Payloads in every field a page or the admin shows; one conversation has a live run."""
     conversation = make.new_conversation(owner, title="</title><script>alert(1)</script>")
@@ -567,7 +581,9 @@ def plant(owner: Any) -> tuple[Conversation, Conversation]:
         ],
         run=run,
     )
-    make.tool_log(run, asking, EVIL_CALL, EVIL_RESULT, step=1, error=EVIL_ERROR).save()
+    make.tool_log(
+        run, asking, EVIL_CALL, EVIL_RESULT, step=1, error=EVIL_ERROR, **timed(run)
+    ).save()  # timed: the run's waterfall draws its name
     ModelCall.objects.create(
         run=run,
         step=1,
@@ -635,4 +651,6 @@ def test_payloads_in_stored_rows_render_escaped_in_the_admin() -> None:
     assert problems == {}
     transcript = web.get(admin_url(Conversation, "change", conversation.pk)).content.decode()
     assert "&lt;img src=x onerror=alert(1)&gt;</a>" in transcript  # the pill's name
+    assert '<svg class="waterfall waterfall-wide"' in transcript
+    assert "(&lt;img src=x onerror=" in transcript
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in transcript

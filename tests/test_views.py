@@ -9,7 +9,8 @@ from django.contrib.auth import get_user_model
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
-from chat.agent.scripted import ScriptedChatClient
+from chat import agent
+from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
 from chat.models import Conversation, Message
 from chat.testing import factories as make
 
@@ -363,3 +364,41 @@ def test_saved_is_said_next_to_the_save_button(client_in: Client, user: Any) -> 
         url, make.settings_form(**{"agent-temperature": "9"}), headers={"HX-Request": "true"}
     ).content.decode()
     assert "Not saved: see the fields marked above." in failed.partition("</form>")[2]
+
+
+def test_failed_pills_say_why_the_call_failed(client_in: Client, user: Any) -> None:
+    conversation = make.conversation(user, enabled_tools=["search_cards", "get_current_time"])
+    asked = (
+        agent.ToolCall(id="c1", name="search_cards", arguments='{"limit": 99}'),
+        agent.ToolCall(id="c2", name="launch_rockets", arguments="{}"),
+        agent.ToolCall(id="c3", name="handoff_note", arguments='{"note": "hi"}'),
+        agent.ToolCall(id="c4", name="get_current_time", arguments="{not json"),
+        agent.ToolCall(id="c5", name="get_current_time", arguments="{}"),
+    )
+    turns = [ScriptedTurn(tool_calls=asked), ScriptedTurn(text="Some of that did not work.")]
+    make.run_turn(conversation, "do it all", ScriptedChatClient(turns))
+    failures = dict(conversation.runs.get().tool_calls.values_list("call_id", "failure"))
+    assert failures == {
+        "c1": "invalid_arguments",
+        "c2": "unknown_tool",
+        "c3": "not_enabled",
+        "c4": "invalid_arguments",
+        "c5": "",
+    }
+
+    html = client_in.get(reverse("chat:conversation_detail", args=[conversation.pk])).content
+    buttons = re.findall(
+        r'<button type="button" class="(pill [^"]*)"[^>]*data-tool-pill>(.*?)</button>',
+        html.decode(),
+    )
+    assert [(css, re.sub(r"<[^>]+>", "", text)) for css, text in buttons] == [
+        ("pill pill-failed pill-invalid_arguments", "Search cards · invalid arguments"),
+        ("pill pill-failed pill-unknown_tool", "Launch rockets · unknown tool"),
+        ("pill pill-failed pill-not_enabled", "Handoff note · not enabled"),
+        ("pill pill-failed pill-invalid_arguments", "Get current time · invalid arguments"),
+        ("pill pill-completed", "Get current time"),
+    ]
+
+    call = conversation.runs.get().tool_calls.get(call_id="c2")
+    detail = client_in.get(reverse("chat:tool_call_detail", args=[conversation.pk, call.pk]))
+    assert '<span class="pill-kind">· unknown tool</span>' in detail.content.decode()

@@ -4,19 +4,21 @@ Everything here is a record, so it is read-only: the only change the admin makes
 conversation, which takes its runs, messages and logs with it. Pages run a fixed number of
 queries however long the conversation is. Provider profiles and MCP servers are settings, not
 records: staff edit them here (keys stay in the environment; the admin tells only whether one
-is set).
+is set). Annotations are the team's judgements of replies and tool calls: staff add and edit
+them here as in the chat, with the same rules.
 
 - `base`: the shared look, read-only records and inlines, links, pills.
 - `filters`: list filters. `transcript`: the conversation page's view-model.
-- one module per admin family: `conversations`, `providers`, `mcp`, `runs`, `messages`.
+- one module per admin family: `conversations`, `providers`, `mcp`, `runs`, `messages`,
+  `annotations`.
 """
 
 from django.contrib import admin
 
-from . import conversations, mcp, messages, providers, runs
+from . import annotations, conversations, mcp, messages, providers, runs
 
 admin.site.site_header = "Agent Lab administration"
 admin.site.site_title = "Agent Lab admin"
 admin.site.index_title = "Records and settings"
 
-__all__ = ["conversations", "mcp", "messages", "providers", "runs"]
+__all__ = ["annotations", "conversations", "mcp", "messages", "providers", "runs"]

@@ -18,7 +18,7 @@ from chat.templatetags.chat_tags import pretty_json
 
 def pill(call: ToolCall, *, link: bool = True) -> SafeString:
     url = reverse("admin:chat_toolcall_change", args=[call.pk]) if link else ""
-    return SafeString(render_pill(call.name, call.status, call.error, url))
+    return SafeString(render_pill(call.name, call.status, call.error, url, failure=call.failure))
 
 
 def admin_link(obj: Any, text: Any = None) -> SafeString | str:

@@ -13,6 +13,7 @@ from chat.models import ModelCall, Run, ToolCall
 from chat.runs.providers import known_keys
 from chat.templatetags.chat_tags import folded, pretty, pretty_json
 
+from .annotations import AnnotationInline
 from .base import ReadOnlyInline, RecordAdmin, RunRecordAdmin, json_block, pill
 
 
@@ -49,7 +50,7 @@ class RunAdmin(RecordAdmin):
     list_filter = ("status", "model", "started_at")
     search_fields = ("conversation__title", "model", "error", "worker")
     list_select_related = ("conversation",)
-    inlines = (ModelCallInline,)
+    inlines = (ModelCallInline, AnnotationInline)
     fields = (
         "conversation",
         "created_by",

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from django.db.models import Prefetch
 from django.utils.safestring import SafeString
 
-from chat import agent
+from chat import agent, waterfall
 from chat.models import Conversation, Message, ModelCall, Run, ToolCall, Version
 from chat.templatetags.chat_tags import pill as render_pill
 from chat.templatetags.chat_tags import pretty
@@ -57,6 +57,12 @@ class CallView:
 class RunView:
     run: Run
     unlinked: list[ToolCall] = field(default_factory=list)
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    @property
+    def waterfall(self) -> SafeString:
+        """The run's model and tool calls on one time axis (from rows already loaded)."""
+        return waterfall.picture(self.run, self.run.model_calls.all(), self.tool_calls)
 
 
 @dataclass
@@ -119,6 +125,7 @@ def transcript(conversation: Conversation) -> Transcript:
     message_ids = {message.pk for path in paths for message in path.messages}
     views = {run.pk: RunView(run) for run in runs}
     for log in logs:
+        views[log.run_id].tool_calls.append(log)
         if log.message_id is None or log.message_id not in message_ids:
             views[log.run_id].unlinked.append(log)
     sections = _Sections(views, by_message)

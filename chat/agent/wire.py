@@ -104,3 +104,18 @@ def build_request_body(
         if wire.parallel_tool_calls:
             body["parallel_tool_calls"] = True
     return body
+
+
+def offered_tools(body: Any) -> list[str]:
+    """The function names a request body offered under `tools`, in order, once each.
+
+    Read back from stored JSON, so anything that is not a named function is skipped.
+    """
+    tools = body.get("tools") if isinstance(body, dict) else None
+    names: list[str] = []
+    for tool in tools if isinstance(tools, list) else ():
+        function = tool.get("function") if isinstance(tool, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if isinstance(name, str) and name not in names:
+            names.append(name)
+    return names

@@ -1,5 +1,13 @@
 """What a conversation with an agent leaves behind: the transcript and every call it made."""
 
+from .annotations import (
+    NO_TOOL,
+    Annotation,
+    AnnotationQuerySet,
+    Verdict,
+    expected_call,
+    expected_field,
+)
 from .conversations import (
     Conversation,
     ConversationQuerySet,
@@ -23,6 +31,9 @@ from .runs import (
 )
 
 __all__ = [
+    "NO_TOOL",
+    "Annotation",
+    "AnnotationQuerySet",
     "Conversation",
     "ConversationQuerySet",
     "HistoryRepair",
@@ -39,6 +50,9 @@ __all__ = [
     "ToolCallQuerySet",
     "ToolCallStatus",
     "ToolFailure",
+    "Verdict",
     "Version",
+    "expected_call",
+    "expected_field",
     "title_from",
 ]

@@ -18,6 +18,7 @@ from django.utils.timezone import localtime
 
 from chat import search
 from chat.agent.tools import humanize
+from chat.models import ToolFailure
 from chat.rendering import markdown
 from chat.turns import PAGE_TEXT_CHARS
 
@@ -33,6 +34,7 @@ STATUS_TITLES = {
     "cancelled": "Cancelled",
     "unknown": "No execution log",
 }
+FAILURE_LABELS = dict(ToolFailure.choices)
 
 
 @register.filter
@@ -121,18 +123,30 @@ def pill(
     element_id: str = "",
     detail: str = "",
     panel: str = "",
+    failure: str = "",
 ) -> str:
     """A tool call as a pill, the one markup the chat, the live stream and the admin share.
 
     Its class says the status (`pill-failed` is struck through); its title says why it failed.
+    With `failure` (a ToolFailure), the kind follows the name as text, "Search cards · invalid
+    arguments", so it is in the pill's accessible name, and a class `pill-<failure>` says it.
     With `detail`, it is a button that loads the call's details from that address into the
     element `panel`; with `url`, a link.
     """
     status = status or "unknown"
+    kind = FAILURE_LABELS.get(failure, failure.replace("_", " "))
+    label: str = humanize(name)
+    if kind:
+        label = format_html(
+            '<span class="pill-name">{}</span> <span class="pill-kind">· {}</span>', label, kind
+        )
     context = {
-        "name": humanize(name),
+        "label": label,
         "status": status,
-        "title": error or STATUS_TITLES.get(status, status.replace("_", " ").capitalize()),
+        "failure": failure,
+        "title": error
+        or (kind.capitalize() if kind else "")
+        or STATUS_TITLES.get(status, status.replace("_", " ").capitalize()),
         "url": url,
         "id": element_id,
         "detail": detail,

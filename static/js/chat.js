@@ -489,3 +489,71 @@
     if (root && root.contains(el)) mark(root);
   });
 })();
+
+// Annotations (templates/chat/annotation.html): the Note disclosure opens and closes its panel,
+// Escape in it closes it (and stops no run); a block the server pushed to every socket carries
+// no CSRF token, so its requests take the page's; a saved block gives the focus back.
+(function () {
+  "use strict";
+
+  function panelOf(toggle) { return document.getElementById(toggle.getAttribute("aria-controls")); }
+
+  function show(toggle, open) {
+    var panel = panelOf(toggle);
+    if (!panel) return;
+    panel.hidden = !open;
+    toggle.setAttribute("aria-expanded", open ? "true" : "false");
+    if (open) {
+      var box = panel.querySelector("textarea");
+      if (box) box.focus();
+    } else {
+      toggle.focus();
+    }
+  }
+
+  document.addEventListener("click", function (event) {
+    var target = event.target.closest ? event.target : null;
+    var toggle = target && target.closest("[data-annotate-toggle]");
+    if (toggle) show(toggle, toggle.getAttribute("aria-expanded") !== "true");
+  });
+
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape" || event.isComposing || !event.target.closest) return;
+    var panel = event.target.closest(".annotate-panel");
+    if (!panel) return;
+    var toggle = document.querySelector('[data-annotate-toggle][aria-controls="' + panel.id + '"]');
+    event.preventDefault();
+    if (toggle) show(toggle, false);
+  }, true);  // capture: before the page's own Escape (which would stop a run)
+
+  function token() {
+    var field = document.querySelector("input[name=csrfmiddlewaretoken]");
+    if (field && field.value) return field.value;
+    var match = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    return match ? decodeURIComponent(match[1]) : "";
+  }
+
+  document.addEventListener("htmx:configRequest", function (event) {
+    var elt = event.detail.elt;
+    if (!elt || !elt.closest || !elt.closest(".annotate") || event.detail.verb === "get") return;
+    if (!event.detail.headers["X-CSRFToken"]) event.detail.headers["X-CSRFToken"] = token();
+  });
+
+  // After a save the reader's button is back in the new block (htmx keeps the focus by id),
+  // unless it was Save or Clear in the closed panel: then the Note button takes it.
+  var saving = null;
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var elt = event.detail.elt;
+    var block = elt && elt.closest ? elt.closest(".annotate") : null;
+    if (block && event.detail.requestConfig.verb !== "get") saving = block.id;
+  });
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var block = event.target;
+    if (!saving || !block || block.id !== saving) return;
+    saving = null;
+    var active = document.activeElement;
+    if (active && active !== document.body && document.contains(active) && active.offsetParent !== null) return;
+    var toggle = block.querySelector("[data-annotate-toggle]");
+    if (toggle) toggle.focus();
+  });
+})();

@@ -7,9 +7,10 @@ from typing import Any
 import pytest
 
 from chat.agent.clients import OpenAICompatibleChatClient
+from chat.agent.contracts import AgentParameters
 from chat.agent.messages import ChatMessage, ToolCall
 from chat.agent.tools import default_registry
-from chat.agent.wire import WireFormat, alnum9
+from chat.agent.wire import WireFormat, alnum9, build_request_body, offered_tools
 from chat.testing.openai_script import text_turn
 from chat.testing.openai_server import FakeOpenAIServer
 
@@ -99,3 +100,14 @@ async def test_each_quirk_gives_the_wire_format_a_picky_server_accepts(
             return
         with pytest.raises(Exception, match="HTTP 400"):
             [item async for item in plain.stream(history(), tools=CLOCK)]
+
+
+def test_offered_tools_reads_the_function_names_back_from_a_body() -> None:
+    tools = default_registry.definitions(["get_current_time", "handoff_note"])
+    body = build_request_body(history(), model="m", tools=tools, parameters=AgentParameters())
+    assert offered_tools(body) == ["get_current_time", "handoff_note"]
+    no_tools = build_request_body(history(), model="m", tools=(), parameters=AgentParameters())
+    assert offered_tools(no_tools) == []
+    odd = {"tools": [{"type": "function"}, "x", {"function": {"name": 3}}, *body["tools"] * 2]}
+    assert offered_tools(odd) == ["get_current_time", "handoff_note"]
+    assert offered_tools([]) == [] and offered_tools({"tools": "x"}) == []

@@ -57,8 +57,11 @@ DANGERS = """() => {
   for (const el of transcript.querySelectorAll("*")) {
     const tag = el.tagName.toLowerCase();
     // Our own icons (templates/chat/icon-*.html): nh3 strips any <svg> a model writes; our own
-    // edit forms (templates/chat/conversation.html): the sanitiser keeps no form.
-    const own = el.closest("svg.icon[aria-hidden=true], .message.user > form.edit-form");
+    // edit and annotation forms (templates/chat/conversation.html, annotation.html): the
+    // sanitiser keeps no form.
+    const own = el.closest(
+      "svg.icon[aria-hidden=true], .message.user > form.edit-form, .annotate > form.annotate-form"
+    );
     if (never.includes(tag) && !own) found.push(el.outerHTML.slice(0, 80));
     for (const attr of el.attributes) {
       const url = attr.value.replace(/[\\x00-\\x20]/g, "").toLowerCase();

@@ -1,0 +1,1 @@
+"""Evaluating what agents decided: team members' annotations of replies and tool calls."""

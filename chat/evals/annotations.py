@@ -1,0 +1,318 @@
+"""Annotating replies and tool calls from the chat: the form, what the page shows of a target's
+annotations (`Judgements`), and the two views that save them.
+
+Any logged-in user who can read a conversation may annotate it (a team member judging a shared
+conversation): an annotation is a row of its own and changes nothing in the conversation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.http import HttpResponse, QueryDict
+from django.shortcuts import get_object_or_404, redirect
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods
+
+from chat.models import (
+    Annotation,
+    Conversation,
+    ModelCall,
+    Run,
+    ToolCall,
+    Verdict,
+    expected_call,
+    expected_field,
+)
+
+if TYPE_CHECKING:
+    from chat.views import AuthenticatedRequest
+
+TEMPLATE = "chat/annotation.html"
+NOTE_CHARS = 10_000
+ARGUMENT_CHARS = 20_000
+FIELDS = ("note", "expected_tool", "expected_arguments", "no_tool")
+"""What the form keeps of a POST when it is refused or cleared: the text the reader typed."""
+STILL_RUNNING = "The reply is still being written: judge it once it is finished."
+
+
+class AnnotationForm(forms.Form):
+    """A verdict and a note; on a tool call, also the call that was expected."""
+
+    verdict = forms.ChoiceField(choices=Verdict.choices)
+    note = forms.CharField(required=False, max_length=NOTE_CHARS)
+    expected_tool = forms.CharField(required=False, max_length=200, label="Expected tool")
+    expected_arguments = forms.CharField(
+        required=False, max_length=ARGUMENT_CHARS, strip=False, label="Expected arguments"
+    )
+    no_tool = forms.BooleanField(required=False)
+
+    problem_field = ""
+
+    def __init__(self, data: Mapping[str, Any], *, target: str, call: bool) -> None:
+        super().__init__(data)
+        self.call = call
+        self.fields["verdict"].error_messages["required"] = (
+            f"Mark the {target} Good or Bad: a note is saved with your mark."
+        )
+        if not call:
+            for name in ("expected_tool", "expected_arguments", "no_tool"):
+                del self.fields[name]
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        cleaned["expected"] = None
+        if self.call and not self.errors:
+            try:
+                cleaned["expected"] = expected_call(
+                    tool=cleaned.get("expected_tool", ""),
+                    arguments=cleaned.get("expected_arguments", ""),
+                    no_tool=bool(cleaned.get("no_tool")),
+                )
+            except ValidationError as exc:
+                self.problem_field = expected_field(exc)
+                raise  # a line of its own that names the field; problem_field says which
+        return cleaned
+
+    @property
+    def error_line(self) -> str:
+        """The first problem, as one line (a field's problem names the field)."""
+        for name, errors in self.errors.items():
+            if name in (NON_FIELD_ERRORS, "verdict"):
+                return str(errors[0])
+            return f"{self.fields[name].label or name.capitalize()}: {errors[0]}"
+        return ""
+
+    @property
+    def error_field(self) -> str:
+        """The field the first problem is about."""
+        name = next(iter(self.errors), "")
+        return self.problem_field if name == NON_FIELD_ERRORS else name
+
+
+@dataclass
+class Judgements:
+    """The annotations of a reply (its run) or of one of its tool calls, as the page shows them
+    to `viewer`. A viewer of None: rendered for every socket of the conversation at once, so
+    for no one in particular; the block then fetches the reader's own marks when it has any."""
+
+    run: Run
+    call: ToolCall | None
+    annotations: list[Annotation]
+    viewer: int | None
+    values: Mapping[str, Any] | None = None
+    error: str = ""
+    error_field: str = ""
+    offered: list[str] = field(default_factory=list)
+    note_chars = NOTE_CHARS
+
+    @classmethod
+    def of(
+        cls, run: Run, call: ToolCall | None, annotations: Iterable[Annotation], viewer: Any
+    ) -> Judgements:
+        """Those of `annotations` that judge this reply (no tool call) or this tool call."""
+        target = call.pk if call is not None else None
+        return cls(
+            run,
+            call,
+            [a for a in annotations if a.tool_call_id == target],
+            getattr(viewer, "pk", None) if getattr(viewer, "is_authenticated", False) else None,
+        )
+
+    @property
+    def kind(self) -> str:
+        return "call" if self.call is not None else "reply"
+
+    @property
+    def target(self) -> str:
+        return "tool call" if self.call is not None else "reply"
+
+    @property
+    def key(self) -> str:
+        return f"call-{self.call.pk}" if self.call is not None else f"run-{self.run.pk}"
+
+    @property
+    def url(self) -> str:
+        conversation = self.run.conversation_id
+        if self.call is not None:
+            return reverse("chat:tool_call_annotation", args=[conversation, self.call.pk])
+        return reverse("chat:reply_annotation", args=[conversation, self.run.pk])
+
+    @property
+    def mine(self) -> Annotation | None:
+        if self.viewer is None:
+            return None
+        return next((a for a in self.annotations if a.author_id == self.viewer), None)
+
+    @property
+    def refresh(self) -> bool:
+        """Whether the block asks for the reader's own version as soon as it is shown."""
+        return self.viewer is None and bool(self.annotations)
+
+    @property
+    def good(self) -> int:
+        return sum(a.verdict == Verdict.GOOD for a in self.annotations)
+
+    @property
+    def bad(self) -> int:
+        return sum(a.verdict == Verdict.BAD for a in self.annotations)
+
+    @property
+    def summary(self) -> str:
+        """ "Good 2 · Bad 1": the counts that are not zero."""
+        counts = [("Good", self.good), ("Bad", self.bad)]
+        return " · ".join(f"{word} {n}" for word, n in counts if n)
+
+    @property
+    def who(self) -> str:
+        """Who marked what, for the summary's tooltip: "Good: ada, bob · Bad: carol"."""
+        parts = []
+        for verdict in Verdict:
+            names = [a.author.get_username() for a in self.annotations if a.verdict == verdict]
+            if names:
+                parts.append(f"{verdict.label}: {', '.join(names)}")
+        return " · ".join(parts)
+
+    @property
+    def mark(self) -> str:
+        """The pill's marker: "bad" when anyone marked the call bad, else "good" (or "")."""
+        return "bad" if self.bad else "good" if self.good else ""
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        """What the form's fields show: the text just sent (refused, or cleared), else the
+        reader's saved annotation."""
+        if self.values is not None:
+            return {
+                "note": self.values.get("note", ""),
+                "expected_tool": self.values.get("expected_tool", ""),
+                "expected_arguments": self.values.get("expected_arguments", ""),
+                "no_tool": self.values.get("no_tool") in ("on", "true", "1", True),
+            }
+        mine = self.mine
+        if mine is None:
+            return {"note": "", "expected_tool": "", "expected_arguments": "", "no_tool": False}
+        return {
+            "note": mine.note,
+            "expected_tool": mine.expected_tool,
+            "expected_arguments": mine.expected_arguments,
+            "no_tool": mine.expects_no_tool,
+        }
+
+
+def offered_tools(call: ToolCall) -> list[str]:
+    """The names of the tools offered to the model in the request that made `call` (those of
+    every request of its run when that one was not recorded), and the call's own."""
+    requests = dict(
+        ModelCall.objects.filter(run_id=call.run_id).values_list("step", "request__tools")
+    )
+    chosen = [requests[call.step]] if requests.get(call.step) else list(requests.values())
+    names = {call.name}
+    for tools in chosen:
+        for tool in tools if isinstance(tools, list) else ():
+            function = tool.get("function") if isinstance(tool, dict) else None
+            if isinstance(function, dict) and isinstance(function.get("name"), str):
+                names.add(function["name"])
+    return sorted(names)
+
+
+def _readable(request: AuthenticatedRequest, pk: int) -> Conversation:
+    return get_object_or_404(Conversation.objects.readable_by(request.user), pk=pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def reply_annotation(request: AuthenticatedRequest, pk: int, run_pk: int) -> HttpResponse:
+    """A reply's annotation block (GET), or the reader's mark saved, changed or cleared."""
+    run = get_object_or_404(_readable(request, pk).runs, pk=run_pk)
+    return _annotate(request, run, None)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def tool_call_annotation(request: AuthenticatedRequest, pk: int, tool_call_pk: int) -> HttpResponse:
+    """A tool call's annotation block (GET), or the reader's mark saved, changed or cleared."""
+    call = get_object_or_404(
+        ToolCall.objects.select_related("run"),
+        pk=tool_call_pk,
+        run__conversation=_readable(request, pk),
+    )
+    return _annotate(request, call.run, call)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a POST did: the problem that refused it (and its field), or what to announce."""
+
+    status: int = 200
+    error: str = ""
+    field: str = ""
+    announce: str = ""
+
+
+def _annotate(request: AuthenticatedRequest, run: Run, call: ToolCall | None) -> HttpResponse:
+    judged = Judgements(run, call, [], request.user.pk)
+    outcome = Outcome()
+    if request.method == "POST":
+        outcome = _save(request, run, call)
+        if not request.htmx:
+            if outcome.error:
+                messages.error(request, outcome.error)
+            page = reverse("chat:conversation_detail", args=[run.conversation_id])
+            return redirect(f"{page}#reply-{run.pk}")
+        judged.error, judged.error_field = outcome.error, outcome.field
+        if outcome.error or request.POST.get("action") == "clear":
+            # Refused or cleared, the text typed stays in the form.
+            judged.values = {name: request.POST.get(name, "") for name in FIELDS}
+    judged.annotations = list(
+        Annotation.objects.filter(run=run, tool_call=call).select_related("author")
+    )
+    if call is not None:
+        judged.offered = offered_tools(call)
+    html = render_to_string(f"{TEMPLATE}#block", {"j": judged}, request)
+    if call is not None:
+        html += render_to_string(f"{TEMPLATE}#call-mark", {"j": judged, "oob": True})
+    if outcome.announce:
+        html += render_to_string(
+            "chat/conversation.html#announce", {"announce": outcome.announce, "oob": True}
+        )
+    return HttpResponse(html, status=outcome.status)
+
+
+def _save(request: AuthenticatedRequest, run: Run, call: ToolCall | None) -> Outcome:
+    """The reader's annotation saved, changed or cleared, or why not.
+
+    The clicked Good or Bad button sends `verdict`; Save sends the reader's current one.
+    """
+    target = "tool call" if call is not None else "reply"
+    if run.is_active:
+        return Outcome(409, STILL_RUNNING)
+    if request.POST.get("action") == "clear":
+        Annotation.objects.filter(author=request.user, run=run, tool_call=call).delete()
+        return Outcome(announce=f"Your mark on this {target} is cleared.")
+    data = QueryDict(mutable=True)
+    data.update(request.POST)
+    if not data.get("verdict"):
+        data["verdict"] = request.POST.get("current", "")
+    form = AnnotationForm(data, target=target, call=call is not None)
+    if not form.is_valid():
+        return Outcome(422, form.error_line, form.error_field)
+    Annotation.objects.update_or_create(
+        author=request.user,
+        run=run,
+        tool_call=call,
+        defaults={
+            "verdict": form.cleaned_data["verdict"],
+            "note": form.cleaned_data["note"].replace("\r\n", "\n"),
+            "expected": form.cleaned_data["expected"],
+        },
+    )
+    verdict = Verdict(form.cleaned_data["verdict"]).label.lower()
+    return Outcome(announce=f"You marked this {target} {verdict}.")
