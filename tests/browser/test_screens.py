@@ -35,12 +35,14 @@ def look(page: Page, name: str, check: Callable[[Page], None]) -> None:
             page.set_viewport_size(size)
             page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
             page.reload()
+            page.mouse.move(0, 0)  # no hover state left over from the last click
             check(page)
             page.evaluate("window.scrollTo(0, 0)")  # a sticky bar would sit mid-page otherwise
             page.screenshot(path=SCREENS / f"{name}-{viewport}-{scheme}.png", full_page=True)
             violations = Axe().run(page).response["violations"]
-            serious = [v["id"] for v in violations if v["impact"] in ("serious", "critical")]
-            assert serious == [], (name, viewport, scheme, serious)
+            serious = [v for v in violations if v["impact"] in ("serious", "critical")]
+            where = [(v["id"], [n["html"][:120] for n in v["nodes"][:3]]) for v in serious]
+            assert serious == [], (name, viewport, scheme, where)
 
 
 def interrupted_conversation(owner: Any) -> Conversation:
