@@ -24,6 +24,8 @@ def sidebar(request: HttpRequest) -> dict[str, Any]:
     shares with them. Lazy: a page without a sidebar runs no query."""
     user = getattr(request, "user", None)
     return {
-        "conversations": Conversation.objects.for_user(user),
-        "shared_conversations": Conversation.objects.shared_with(user).select_related("owner"),
+        "conversations": Conversation.objects.chats().for_user(user),
+        "shared_conversations": Conversation.objects.chats()
+        .shared_with(user)
+        .select_related("owner"),
     }

@@ -237,7 +237,7 @@ def conversation_search(request: HttpRequest) -> HttpResponse:
     """The sidebar's list: what a search finds, or with no words every conversation by date.
     `current` is the conversation of the page, marked as such in the list."""
     query, current = request.GET.get("q", ""), request.GET.get("current", "")
-    mine = Conversation.objects.for_user(request.user)
+    mine = Conversation.objects.chats().for_user(request.user)
     context = {
         "results": search(mine, query) if words(query) else None,
         "conversations": mine,

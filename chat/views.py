@@ -45,7 +45,7 @@ def _readable(request: AuthenticatedRequest, pk: int) -> Conversation:
 
 @login_required
 def conversation_list(request: AuthenticatedRequest) -> HttpResponse:
-    latest = Conversation.objects.for_user(request.user).first()
+    latest = Conversation.objects.chats().for_user(request.user).first()
     if latest is not None:
         return redirect("chat:conversation_detail", latest.pk)
     return _first_screen(request)

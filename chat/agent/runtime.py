@@ -42,9 +42,18 @@ class DebugRuntime:
     except between a `TurnEnd` with tool calls and the last `ToolCallFinished` of that step.
     """
 
-    def __init__(self, *, client: ChatClient, registry: ToolRegistry = default_registry) -> None:
+    def __init__(
+        self,
+        *,
+        client: ChatClient,
+        registry: ToolRegistry = default_registry,
+        max_tool_rounds: int | None = None,
+    ) -> None:
         self.client = client
         self.registry = registry
+        self.max_tool_rounds = max_tool_rounds
+        """With a number, the run completes after that many rounds of tool calls (an evaluation
+        that looks only at the model's first decision)."""
         self.messages: list[ChatMessage] = []
 
     async def run(self, request: DebugRunRequest) -> AsyncIterator[RunEvent]:
@@ -142,6 +151,9 @@ class DebugRuntime:
                 yield ToolCallFinished(result, step)
             # Replies go in call order, whatever order the tools finished in.
             self.messages.extend(results[id(call)].message for call in message.tool_calls)
+            if self.max_tool_rounds is not None and step >= self.max_tool_rounds:
+                yield RunFinished(status="completed", error=None, steps=step, usage=usage)
+                return
 
         yield RunFinished(
             status="failed",

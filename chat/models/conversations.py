@@ -27,7 +27,17 @@ def title_from(text: str) -> str:
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
 
 
+class Purpose(models.TextChoices):
+    CHAT = "chat", "Chat"
+    EVAL = "eval", "Evaluation replay"
+
+
 class ConversationQuerySet(models.QuerySet["Conversation"]):
+    def chats(self) -> ConversationQuerySet:
+        """Conversations people had: not the replays an evaluation made (those are reached from
+        their evaluation's results)."""
+        return self.filter(purpose=Purpose.CHAT)
+
     def for_user(self, user: Any) -> ConversationQuerySet:
         """The security boundary for everything that changes a conversation: a user reaches
         only their own."""
@@ -129,6 +139,9 @@ class Conversation(models.Model):
     shared = models.BooleanField(
         default=False,
         help_text="Shared with the team: every logged-in user may read it; only its owner writes.",
+    )
+    purpose = models.CharField(
+        max_length=10, choices=Purpose.choices, default=Purpose.CHAT, db_index=True
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)

@@ -262,6 +262,7 @@ async def execute_run(
     publisher: RunPublisher | None = None,
     started: Callable[[], None] | None = None,
     title_endpoint: Endpoint | None = None,
+    runtime: DebugRuntime | None = None,
 ) -> Run:
     """Drive DebugRuntime for one run, persisting as it goes and telling every listener.
 
@@ -269,10 +270,12 @@ async def execute_run(
     control group, so a socket in any process can stop it or catch up with it. `started` is
     called once the run has shown something (see StartFirst); start_run also calls it when
     the task ends. With `title_endpoint`, a completed run has that endpoint propose its
-    conversation's title afterwards, in a task of its own (see `titles`).
+    conversation's title afterwards, in a task of its own (see `titles`). A `runtime` of the
+    caller's brings its own tools (an evaluation's replay): MCP tools are then not prepared.
     """
     recorder = Recorder(run)
-    runtime = DebugRuntime(client=client)
+    own_tools = runtime is not None
+    runtime = runtime or DebugRuntime(client=client)
 
     async def tell(event: events.RunEvent) -> None:
         for listener in listeners:
@@ -285,7 +288,8 @@ async def execute_run(
     controls = asyncio.create_task(control.listen(run, asyncio.current_task(), publisher))
     try:
         await tell(events.RunStarted())
-        request = await mcp.hub.prepare(request)
+        if not own_tools:
+            request = await mcp.hub.prepare(request)
         resumed = time.monotonic()
         async for event in runtime.run(request):
             await recorder.record(event)

@@ -1,0 +1,385 @@
+"""Cases: a moment of a conversation kept with the tool decision expected there.
+
+A case keeps its own copy of everything a replay needs (the history as sent, the tools offered,
+the sampling parameters, the recorded tool results), so it survives its conversation's edits
+and deletion, and travels as one JSON line.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import transaction
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from chat import agent, transcripts
+from chat.agent import decisions, history
+from chat.agent.contracts import AgentParameters, validation_text
+from chat.models import (
+    NO_TOOL,
+    Annotation,
+    Case,
+    CaseSet,
+    CaseSource,
+    Conversation,
+    McpTool,
+    Message,
+    ModelCall,
+    Run,
+    ToolCall,
+    ToolCallStatus,
+    Verdict,
+)
+
+TITLE_CHARS = 80
+SAMPLING = ("temperature", "top_p", "max_tokens", "max_event_loops")
+"""The parameters a case keeps: how the model was asked, not what it was told (the system
+prompts and pre-messages are already in the case's messages)."""
+
+
+class CaseRefused(ValueError):
+    """A case cannot be made as asked; the text says why, in one line."""
+
+
+@dataclass(frozen=True)
+class Moment:
+    """Where a case starts: the active path up to message `index`, and the reply after it."""
+
+    rows: list[Message]
+    index: int
+    reply: Message | None
+
+
+def moment(conversation: Conversation, index: int) -> Moment:
+    """The moment after message `index` of the conversation's shown path; CaseRefused saying
+    why when no decision follows there (not a user or tool message, a round half answered)."""
+    rows = list(conversation.messages.active())
+    position = next((p for p, row in enumerate(rows) if row.index == index), None)
+    if position is None:
+        shown = f"{rows[0].index} to {rows[-1].index}" if rows else "none"
+        raise CaseRefused(
+            f"Conversation {conversation.pk} has no message {index} on its shown path "
+            f"(its messages: {shown})."
+        )
+    row = rows[position]
+    if row.role not in (Message.Role.USER, Message.Role.TOOL):
+        raise CaseRefused(
+            f"Message {index} is a {row.role} message: a case starts at a user or a tool "
+            "message, the moment before the model decides."
+        )
+    after = rows[position + 1] if position + 1 < len(rows) else None
+    if row.role == Message.Role.TOOL and after is not None and after.role == Message.Role.TOOL:
+        end = position
+        while end + 1 < len(rows) and rows[end + 1].role == Message.Role.TOOL:
+            end += 1
+        last = rows[end].index
+        raise CaseRefused(
+            f"Message {index} answers one call of a round that goes on: take the round's last "
+            f"tool message, {last}."
+        )
+    reply = after if after is not None and after.role == Message.Role.ASSISTANT else None
+    return Moment(rows[: position + 1], index, reply)
+
+
+def moment_of_reply(run: Run) -> int:
+    """The moment a reply's first decision was made: the message before its first turn."""
+    first = (
+        run.messages.filter(role=Message.Role.ASSISTANT, version__isnull=True)
+        .order_by("index")
+        .first()
+    )
+    if first is None or first.index == 0:
+        raise CaseRefused("This reply has no model turn on the shown path to keep as a case.")
+    return first.index - 1
+
+
+def moment_of_tool_call(call: ToolCall) -> int:
+    """The moment a tool call was decided: the message before the turn that asked for it."""
+    if call.message is None or call.message.version_id is not None or call.message.index == 0:
+        raise CaseRefused("This tool call's turn is not on the shown path of its conversation.")
+    return call.message.index - 1
+
+
+def stored_decision(reply: Message | None) -> dict[str, Any]:
+    """The expectation by default: what the stored reply called (its arguments as sent)."""
+    if reply is None:
+        return dict(NO_TOOL)
+    message = transcripts.to_chat_message(reply)
+    return decisions.expectation(
+        (call.name, decisions.parse_arguments(call.arguments) or {}) for call in message.tool_calls
+    )
+
+
+def expectation_from_annotation(annotation: Annotation) -> dict[str, Any]:
+    """What an annotation of a tool call says was expected: the reply's calls with this one
+    replaced by the annotation's expected call (or left out, "no tool should be called").
+
+    A Good mark keeps the stored calls; a Bad one without an expected call says nothing to
+    replay, and is refused.
+    """
+    call = annotation.tool_call
+    if call is None or call.message is None:
+        raise CaseRefused("Only an annotation of a tool call says which call was expected.")
+    stored = stored_decision(call.message)
+    if annotation.expected is None:
+        if annotation.verdict == Verdict.BAD:
+            raise CaseRefused(
+                "This call is marked Bad without the call expected instead: add the expected "
+                "call (or “No tool should be called”) to the annotation first."
+            )
+        return stored
+    others = [
+        (c.name, decisions.parse_arguments(c.arguments) or {})
+        for c in transcripts.to_chat_message(call.message).tool_calls
+        if c.id != call.call_id
+    ]
+    if annotation.expects_no_tool:
+        return decisions.expectation(others)
+    return decisions.expectation(
+        [*others, (annotation.expected_tool, annotation.expected["arguments"])]
+    )
+
+
+def offered_tools(conversation: Conversation, reply: Message | None) -> list[dict[str, Any]]:
+    """The tools offered when the reply was asked for, as its request sent them; without a
+    recorded request, those the conversation offers now."""
+    if reply is not None and reply.run_id is not None:
+        step = (
+            reply.run.messages.filter(
+                role=Message.Role.ASSISTANT, version__isnull=True, index__lte=reply.index
+            ).count()
+            if reply.run
+            else 0
+        )
+        call = ModelCall.objects.filter(run_id=reply.run_id, step=step).first()
+        if call is not None and isinstance(call.request, dict):
+            tools = call.request.get("tools")
+            return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+    names = conversation.agent_parameters().enabled_tools
+    definitions = [
+        *agent.default_registry.definitions(names),
+        *McpTool.objects.definitions(names),
+    ]
+    return [definition.to_openai() for definition in definitions]
+
+
+def fixtures(conversation: Conversation) -> list[dict[str, Any]]:
+    """Every tool result recorded in the conversation, once per tool and arguments."""
+    kept: dict[str, dict[str, Any]] = {}
+    calls = ToolCall.objects.filter(
+        run__conversation=conversation,
+        status__in=[ToolCallStatus.COMPLETED, ToolCallStatus.FAILED],
+    ).order_by("run__started_at", "step", "position", "pk")
+    for call in calls:
+        arguments = decisions.parse_arguments(call.arguments)
+        value: Any = call.arguments if arguments is None else arguments
+        kept.setdefault(
+            decisions.fixture_key(call.name, value),
+            {"name": call.name, "arguments": value, "content": call.result},
+        )
+    return list(kept.values())
+
+
+def request_messages(conversation: Conversation, rows: Iterable[Message]) -> list[dict[str, Any]]:
+    """The history as a request sends it: system prompts and pre-messages first."""
+    parameters = conversation.agent_parameters()
+    request = agent.DebugRunRequest(
+        parameters=parameters, history=tuple(transcripts.to_chat_messages(rows)), user_message=None
+    )
+    return [message.to_openai() for message in request.messages()]
+
+
+def default_title(rows: list[Message]) -> str:
+    question = next((r for r in reversed(rows) if r.role == Message.Role.USER), None)
+    text = " ".join((question.content or "").split()) if question else "A conversation"
+    if rows and rows[-1].role == Message.Role.TOOL:
+        text += " (after a tool result)"
+    return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+def case_set_named(name: str, *, user: Any = None) -> CaseSet:
+    name = " ".join(name.split())
+    if not name:
+        raise CaseRefused("Name the case set.")
+    if len(name) > CaseSet._meta.get_field("name").max_length:  # type: ignore[operator]
+        raise CaseRefused("A case set's name has at most 100 characters.")
+    case_set, _ = CaseSet.objects.get_or_create(name=name, defaults={"created_by": user})
+    return case_set
+
+
+def save_case(
+    conversation: Conversation,
+    at_message: int,
+    *,
+    set_name: str,
+    user: Any = None,
+    expected: dict[str, Any] | None = None,
+    source: str = CaseSource.REPLY,
+    title: str = "",
+    note: str = "",
+) -> Case:
+    """Keep the moment after message `at_message` as a case of the set `set_name` (made if
+    new). Without `expected`, the expectation is what the stored reply after it called."""
+    found = moment(conversation, at_message)
+    if expected is None:
+        if found.reply is None:
+            raise CaseRefused(
+                f"Message {at_message} has no reply after it: say which tool call is expected, "
+                "or that none is."
+            )
+        expected = stored_decision(found.reply)
+    try:
+        expected = decisions.check_expectation(expected)
+    except ValueError as exc:
+        raise CaseRefused(f"The expectation is not valid: {exc}.") from None
+    run = found.reply.run if found.reply is not None and found.reply.run_id else None
+    stored = run.parameters if run is not None else conversation.parameters
+    sampling = {key: stored[key] for key in SAMPLING if key in (stored or {})}
+    with transaction.atomic():
+        return Case.objects.create(
+            case_set=case_set_named(set_name, user=user),
+            title=" ".join(title.split())[:200] or default_title(found.rows),
+            conversation=conversation,
+            at_message=at_message,
+            messages=request_messages(conversation, found.rows),
+            tools=offered_tools(conversation, found.reply),
+            parameters=sampling,
+            expected=expected,
+            source=source,
+            fixtures=fixtures(conversation),
+            note=note,
+            created_by=user if getattr(user, "is_authenticated", False) else None,
+        )
+
+
+class Fixture(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    arguments: dict[str, Any] | str = Field(default_factory=dict)
+    content: str = Field(max_length=1_000_000)
+
+
+class CaseRecord(BaseModel):
+    """One case as a JSON line: `cases export` writes these, `cases import` reads them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    set: str = Field(min_length=1, max_length=100)
+    title: str = Field(min_length=1, max_length=200)
+    messages: list[dict[str, Any]] = Field(min_length=1, max_length=10_000)
+    tools: list[dict[str, Any]] = Field(default_factory=list, max_length=500)
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    expected: dict[str, Any]
+    fixtures: list[Fixture] = Field(default_factory=list, max_length=10_000)
+    note: str = ""
+    source: str = CaseSource.REPLY
+
+    @field_validator("messages")
+    @classmethod
+    def _strict_history(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        try:
+            messages = [agent.ChatMessage.from_openai(m) for m in value]
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"a message is not valid: {exc}") from None
+        if messages[-1].role not in ("user", "tool"):
+            raise ValueError("the history must end with a user or a tool message")
+        problems = history.validate(messages)
+        if problems:
+            raise ValueError("; ".join(str(p) for p in problems))
+        return value
+
+    @field_validator("parameters")
+    @classmethod
+    def _sampling(cls, value: dict[str, Any]) -> dict[str, Any]:
+        unknown = sorted(set(value) - set(SAMPLING))
+        if unknown:
+            raise ValueError(
+                f"unknown parameter(s) {', '.join(unknown)} (known: {', '.join(SAMPLING)})"
+            )
+        AgentParameters.model_validate(value)
+        return value
+
+    @field_validator("expected")
+    @classmethod
+    def _expectation(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return decisions.check_expectation(value)
+
+    @field_validator("source")
+    @classmethod
+    def _source(cls, value: str) -> str:
+        if value not in CaseSource.values:
+            raise ValueError(f"source is one of {', '.join(CaseSource.values)}")
+        return value
+
+
+def record(case: Case) -> dict[str, Any]:
+    return CaseRecord(
+        set=case.case_set.name,
+        title=case.title,
+        messages=case.messages,
+        tools=case.tools,
+        parameters=case.parameters,
+        expected=case.expected,
+        fixtures=[Fixture.model_validate(f) for f in case.fixtures],
+        note=case.note,
+        source=case.source,
+    ).model_dump(mode="json")
+
+
+def export_lines(cases: Iterable[Case]) -> Iterator[str]:
+    for case in cases:
+        yield json.dumps(record(case), ensure_ascii=False)
+
+
+@dataclass
+class Imported:
+    created: list[Case]
+    problems: list[str]
+
+
+def import_lines(
+    lines: Iterable[str], *, user: Any = None, set_name: str | None = None
+) -> Imported:
+    """Cases from JSON lines; a bad line is reported as `line N: reason` and the rest go on."""
+    done = Imported([], [])
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            done.problems.append(f"line {number}: not JSON: {exc}")
+            continue
+        if not isinstance(data, dict):
+            done.problems.append(f"line {number}: a case is a JSON object")
+            continue
+        if set_name:
+            data["set"] = set_name
+        try:
+            value = CaseRecord.model_validate(data)
+        except ValidationError as exc:
+            done.problems.append(f"line {number}: {validation_text(exc)}")
+            continue
+        except (ValueError, TypeError, RecursionError) as exc:
+            done.problems.append(f"line {number}: {exc}")
+            continue
+        with transaction.atomic():
+            done.created.append(
+                Case.objects.create(
+                    case_set=case_set_named(value.set, user=user),
+                    title=value.title,
+                    messages=value.messages,
+                    tools=value.tools,
+                    parameters=value.parameters,
+                    expected=value.expected,
+                    fixtures=[f.model_dump(mode="json") for f in value.fixtures],
+                    note=value.note,
+                    source=CaseSource.IMPORTED,
+                    created_by=user if getattr(user, "is_authenticated", False) else None,
+                )
+            )
+    return done

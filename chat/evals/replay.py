@@ -1,0 +1,317 @@
+"""Replaying cases on a model: each attempt is an ordinary run in a conversation of its own
+(purpose "eval", hidden from the sidebar), so every request is a ModelCall the inspector shows;
+its first model turn is the decision compared with the case's expectation.
+
+Tools are never executed: the case's tools answer from its recorded results (`--continue`), or
+each call is answered "not run" and the run ends after that first decision.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async as sync_to_async
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from chat import agent, transcripts
+from chat.agent import decisions
+from chat.agent.clients import ChatClient
+from chat.agent.contracts import validation_text
+from chat.agent.http import display_url
+from chat.agent.runtime import DebugRuntime
+from chat.models import (
+    Case,
+    CaseSet,
+    Comparison,
+    Conversation,
+    EvalResult,
+    EvalRun,
+    EvalStatus,
+    Message,
+    ProviderProfile,
+    Purpose,
+    ResultVerdict,
+    Run,
+    RunStatus,
+)
+from chat.runs import Endpoint, RunRefused, build_client, endpoint, execute_run, liveness
+
+logger = logging.getLogger(__name__)
+
+CONCURRENCY = 4
+"""Attempts of one evaluation in flight at once."""
+MAX_REPEAT = 100
+
+ResultListener = Callable[[EvalRun, EvalResult], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Target:
+    """The model an evaluation replays on: an endpoint (a profile's, the environment's, a
+    terminal's --base-url) and the key a terminal gave for it."""
+
+    endpoint: Endpoint
+    api_key: str | None = None
+
+    @property
+    def label(self) -> str:
+        profile = self.endpoint.profile
+        return f"{self.endpoint.label} ({profile.name})" if profile else self.endpoint.label
+
+    def client(self) -> ChatClient:
+        return build_client(self.endpoint, api_key=self.api_key)
+
+
+def target(
+    *,
+    profile: ProviderProfile | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+) -> Target:
+    """A target by the rules runs use (`runs.endpoint`); RunRefused when it has no model."""
+    chosen = Target(endpoint(profile, model=model or None, base_url=base_url or None), api_key)
+    chosen.client()  # refuses an HTTP endpoint without a model before anything is written
+    return chosen
+
+
+def create_eval_run(
+    cases: Sequence[Case],
+    chosen: Target,
+    *,
+    user: Any,
+    case_set: CaseSet | None = None,
+    repeat: int = 1,
+    continue_loop: bool = False,
+    comparison: Comparison | None = None,
+) -> EvalRun:
+    if not cases:
+        raise RunRefused("There are no cases to replay.")
+    if not 1 <= repeat <= MAX_REPEAT:
+        raise RunRefused(f"--repeat takes 1 to {MAX_REPEAT} attempts per case.")
+    names = {case.case_set.name for case in cases}
+    return EvalRun.objects.create(
+        case_set=case_set,
+        set_name=case_set.name if case_set else ", ".join(sorted(names))[:100],
+        comparison=comparison,
+        label=chosen.label[:200],
+        model=chosen.endpoint.model[:200],
+        base_url=display_url(chosen.endpoint.base_url)[:500],
+        profile=chosen.endpoint.profile,
+        repeat=repeat,
+        continue_loop=continue_loop,
+        total=len(cases) * repeat,
+        worker=liveness.WORKER_ID,
+        started_by=user if getattr(user, "is_authenticated", False) else None,
+    )
+
+
+async def run_eval(
+    eval_run: EvalRun,
+    cases: Sequence[Case],
+    chosen: Target,
+    *,
+    user: Any,
+    listeners: Sequence[ResultListener] = (),
+    concurrency: int = CONCURRENCY,
+) -> EvalRun:
+    """Replay every case `eval_run.repeat` times, saving a result as each attempt ends and
+    telling the listeners; the evaluation ends completed, or cancelled when its task is."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def attempt(case: Case, number: int) -> None:
+        async with gate:
+            result = await replay(case, eval_run, chosen, user=user, attempt=number)
+        for listener in listeners:
+            try:
+                await listener(eval_run, result)
+            except Exception:
+                logger.exception("eval %s: a listener failed", eval_run.pk)
+
+    work = [attempt(case, n) for case in cases for n in range(1, eval_run.repeat + 1)]
+    try:
+        await asyncio.gather(*work)
+    except asyncio.CancelledError:
+        await asyncio.shield(_finish(eval_run, EvalStatus.CANCELLED, "Stopped."))
+        raise
+    except Exception as exc:
+        logger.exception("eval %s failed", eval_run.pk)
+        await _finish(eval_run, EvalStatus.FAILED, f"Internal error: {type(exc).__name__}")
+        return eval_run
+    await _finish(eval_run, EvalStatus.COMPLETED, "")
+    return eval_run
+
+
+async def _finish(eval_run: EvalRun, status: str, error: str) -> None:
+    def save() -> None:
+        EvalRun.objects.filter(pk=eval_run.pk).update(
+            status=status, error=error, finished_at=timezone.now()
+        )
+        eval_run.refresh_from_db()
+
+    await sync_to_async(save)()
+
+
+async def replay(
+    case: Case, eval_run: EvalRun, chosen: Target, *, user: Any, attempt: int = 1
+) -> EvalResult:
+    """One attempt at one case: a run on the case's history, its decision judged."""
+    try:
+        run, request, registry = await sync_to_async(_prepare)(case, eval_run, user)
+        client = chosen.client()
+    except (RunRefused, ValueError) as exc:
+        return await sync_to_async(_save_error)(case, eval_run, attempt, str(exc))
+    runtime = DebugRuntime(
+        client=client, registry=registry, max_tool_rounds=None if eval_run.continue_loop else 1
+    )
+    task = asyncio.create_task(execute_run(run, request, client, runtime=runtime))
+    liveness.running[run.pk] = task
+    task.add_done_callback(lambda _: liveness.running.pop(run.pk, None))
+    try:
+        await asyncio.shield(task)
+    except asyncio.CancelledError:
+        task.cancel()
+        await asyncio.wait([task])
+        raise
+    return await sync_to_async(_judge)(case, eval_run, run, attempt)
+
+
+def _prepare(
+    case: Case, eval_run: EvalRun, user: Any
+) -> tuple[Run, agent.DebugRunRequest, agent.ToolRegistry]:
+    """The attempt's conversation (the case's history), its run, and what to execute."""
+    registry = decisions.replay_registry(
+        case.tools, case.fixtures if eval_run.continue_loop else None
+    )
+    messages = tuple(agent.ChatMessage.from_openai(m) for m in case.messages)
+    try:
+        parameters = agent.AgentParameters.model_validate(
+            {**case.parameters, "enabled_tools": registry.names()},
+            context={"registry": registry},
+        )
+        request = agent.DebugRunRequest.model_validate(
+            {"parameters": parameters, "history": messages, "user_message": None},
+            context={"registry": registry},
+        )
+    except ValueError as exc:
+        raise RunRefused(f"The case cannot be replayed: {validation_text(exc)}") from None
+    with transaction.atomic():
+        conversation = Conversation.objects.create(
+            owner=user,
+            title=f"{case.title} · eval {eval_run.pk} · {eval_run.label}"[:200],
+            purpose=Purpose.EVAL,
+            shared=True,  # an evaluation is the team's: every member may inspect its runs
+            parameters={"model": eval_run.model} if eval_run.model else {},
+            profile=eval_run.profile,
+        )
+        transcripts.append_messages(conversation, list(messages), start=0)
+        run = Run.objects.create(
+            conversation=conversation,
+            created_by=user,
+            worker=liveness.WORKER_ID,
+            heartbeat_at=timezone.now(),
+            model=eval_run.model,
+            parameters=parameters.to_json(),
+        )
+    # The request's history is already the conversation's: the run continues it.
+    return run, request, registry
+
+
+def _judge(case: Case, eval_run: EvalRun, run: Run, attempt: int) -> EvalResult:
+    run.refresh_from_db()
+    turns = list(
+        run.messages.filter(role=Message.Role.ASSISTANT, version__isnull=True).order_by("index")
+    )
+    first = transcripts.to_chat_message(turns[0]) if turns else None
+    if first is None or (
+        run.status == RunStatus.FAILED and not first.tool_calls and not first.content
+    ):
+        return _save_error(
+            case, eval_run, attempt, run.error or f"The run ended {run.status}.", run=run
+        )
+    got = decisions.decision(first)
+    verdict = decisions.compare(case.expected, got)
+    reason = verdict.reason
+    if run.status != RunStatus.COMPLETED and run.error:
+        reason = f"{reason}; " if reason else ""
+        reason += f"the run ended {run.status}: {run.error}"
+    answer = turns[-1].content or "" if eval_run.continue_loop and turns else ""
+    return _save(
+        eval_run,
+        EvalResult(
+            eval_run=eval_run,
+            case=case,
+            case_title=case.title,
+            attempt=attempt,
+            verdict=ResultVerdict.PASSED if verdict.passed else ResultVerdict.FAILED,
+            reason=reason,
+            expected=case.expected,
+            got=got,
+            answer=answer,
+            run=run,
+            latency=run.duration,
+            prompt_tokens=run.prompt_tokens,
+            completion_tokens=run.completion_tokens,
+        ),
+    )
+
+
+def _save_error(
+    case: Case, eval_run: EvalRun, attempt: int, reason: str, *, run: Run | None = None
+) -> EvalResult:
+    return _save(
+        eval_run,
+        EvalResult(
+            eval_run=eval_run,
+            case=case,
+            case_title=case.title,
+            attempt=attempt,
+            verdict=ResultVerdict.ERROR,
+            reason=reason,
+            expected=case.expected,
+            got=None,
+            run=run,
+            latency=run.duration if run else None,
+            prompt_tokens=run.prompt_tokens if run else 0,
+            completion_tokens=run.completion_tokens if run else 0,
+        ),
+    )
+
+
+@transaction.atomic
+def _save(eval_run: EvalRun, result: EvalResult) -> EvalResult:
+    result.save()
+    counter = "passed" if result.passed else "failed"
+    EvalRun.objects.filter(pk=eval_run.pk).update(**{counter: F(counter) + 1})
+    setattr(eval_run, counter, getattr(eval_run, counter) + 1)
+    return result
+
+
+def evaluate(
+    cases: Sequence[Case],
+    chosen: Target,
+    *,
+    user: Any,
+    case_set: CaseSet | None = None,
+    repeat: int = 1,
+    continue_loop: bool = False,
+    listeners: Sequence[ResultListener] = (),
+) -> EvalRun:
+    """Create and run an evaluation to its end in a new event loop (the terminal's way)."""
+    eval_run = create_eval_run(
+        cases, chosen, user=user, case_set=case_set, repeat=repeat, continue_loop=continue_loop
+    )
+    asyncio.run(run_eval(eval_run, cases, chosen, user=user, listeners=listeners))
+    eval_run.refresh_from_db()
+    return eval_run
+
+
+def results(eval_run: EvalRun) -> list[EvalResult]:
+    """An evaluation's results in case order, then attempt."""
+    return list(eval_run.results.order_by("case_id", "case_title", "attempt", "pk"))
