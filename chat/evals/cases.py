@@ -67,7 +67,7 @@ def moment(conversation: Conversation, index: int) -> Moment:
     row = rows[position]
     if row.role not in (Message.Role.USER, Message.Role.TOOL):
         raise CaseRefused(
-            f"Message {index} is a {row.role} message: a case starts at a user or a tool "
+            f"Message {index} is {'an' if row.role == 'assistant' else 'a'} {row.role} message: a case starts at a user or a tool "
             "message, the moment before the model decides."
         )
     after = rows[position + 1] if position + 1 < len(rows) else None
@@ -281,10 +281,14 @@ class CaseRecord(BaseModel):
     @field_validator("messages")
     @classmethod
     def _strict_history(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        try:
-            messages = [agent.ChatMessage.from_openai(m) for m in value]
-        except (ValueError, TypeError) as exc:
-            raise ValueError(f"a message is not valid: {exc}") from None
+        messages = []
+        for number, data in enumerate(value):
+            try:
+                messages.append(agent.ChatMessage.from_openai(data))
+            except ValueError as exc:
+                raise ValueError(f"message {number}: {validation_text(exc)}") from None
+            except TypeError as exc:
+                raise ValueError(f"message {number}: {exc}") from None
         if messages[-1].role not in ("user", "tool"):
             raise ValueError("the history must end with a user or a tool message")
         problems = history.validate(messages)
