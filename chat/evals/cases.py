@@ -66,9 +66,10 @@ def moment(conversation: Conversation, index: int) -> Moment:
         )
     row = rows[position]
     if row.role not in (Message.Role.USER, Message.Role.TOOL):
+        article = "an" if row.role == Message.Role.ASSISTANT else "a"
         raise CaseRefused(
-            f"Message {index} is {'an' if row.role == 'assistant' else 'a'} {row.role} message: a case starts at a user or a tool "
-            "message, the moment before the model decides."
+            f"Message {index} is {article} {row.role} message: a case starts at a user or a "
+            "tool message, the moment before the model decides."
         )
     after = rows[position + 1] if position + 1 < len(rows) else None
     if row.role == Message.Role.TOOL and after is not None and after.role == Message.Role.TOOL:
