@@ -17,6 +17,7 @@ from django.template.loader import get_template
 from django.urls import get_resolver
 
 from chat import runs
+from chat.evals import replay
 from chat.models import Run
 from chat.runs import mcp
 
@@ -62,6 +63,13 @@ def _recover() -> list[Run]:
         logger.warning(
             "recovered %d run(s) left in progress by a process that stopped", len(recovered)
         )
+    try:
+        evaluations = replay.recover_interrupted()
+    except Exception:
+        logger.exception("interrupted evaluations not recovered")
+    else:
+        if evaluations:
+            logger.warning("marked %d evaluation(s) interrupted", len(evaluations))
     return recovered
 
 

@@ -49,6 +49,9 @@ CONCURRENCY = 4
 MAX_REPEAT = 100
 
 ResultListener = Callable[[EvalRun, EvalResult], Awaitable[None]]
+running: dict[int, asyncio.Task[Any]] = {}
+"""The evaluations replaying in this process, by id: Stop cancels their task."""
+INTERRUPTED = "Interrupted: the server process stopped during the evaluation."
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,10 @@ async def run_eval(
     """Replay every case `eval_run.repeat` times, saving a result as each attempt ends and
     telling the listeners; the evaluation ends completed, or cancelled when its task is."""
     gate = asyncio.Semaphore(concurrency)
+    task = asyncio.current_task()
+    if task is not None:
+        running[eval_run.pk] = task
+    heartbeat = asyncio.create_task(_beat(eval_run.pk))
 
     async def attempt(case: Case, number: int) -> None:
         async with gate:
@@ -138,19 +145,71 @@ async def run_eval(
     try:
         await asyncio.gather(*work)
     except asyncio.CancelledError:
-        await asyncio.shield(_finish(eval_run, EvalStatus.CANCELLED, "Stopped."))
+        status, reason = (
+            (EvalStatus.INTERRUPTED, INTERRUPTED)
+            if liveness.stopping.is_set()
+            else (EvalStatus.CANCELLED, "Stopped by the user.")
+        )
+        await asyncio.shield(_finish(eval_run, status, reason))
         raise
     except Exception as exc:
         logger.exception("eval %s failed", eval_run.pk)
         await _finish(eval_run, EvalStatus.FAILED, f"Internal error: {type(exc).__name__}")
         return eval_run
+    finally:
+        heartbeat.cancel()
+        running.pop(eval_run.pk, None)
     await _finish(eval_run, EvalStatus.COMPLETED, "")
     return eval_run
 
 
+async def _beat(eval_run_id: int) -> None:
+    while True:
+        await (
+            EvalRun.objects.in_progress()
+            .filter(pk=eval_run_id)
+            .aupdate(heartbeat_at=timezone.now())
+        )
+        await asyncio.sleep(liveness.HEARTBEAT_INTERVAL)
+
+
+def cancel(eval_run_id: int) -> bool:
+    """Stop an evaluation replaying in this process; False when it is not replaying here."""
+    task = running.get(eval_run_id)
+    if task is None or task.done():
+        return False
+    task.cancel()
+    return True
+
+
+def is_dead(eval_run: EvalRun) -> bool:
+    """Whether the process replaying an in-progress evaluation is gone (see runs.liveness)."""
+    if eval_run.worker == liveness.WORKER_ID:
+        return eval_run.pk not in running
+    return liveness.process_gone(eval_run.worker, eval_run.heartbeat_at or eval_run.started_at)
+
+
+def recover_interrupted() -> list[EvalRun]:
+    """Mark every in-progress evaluation whose process is gone as interrupted; returns them.
+    Their attempts' runs are recovered as any run is (`runs.recover_interrupted_runs`)."""
+    recovered = []
+    for eval_run in EvalRun.objects.in_progress():
+        if is_dead(eval_run):
+            claimed = (
+                EvalRun.objects.in_progress()
+                .filter(pk=eval_run.pk)
+                .update(
+                    status=EvalStatus.INTERRUPTED, error=INTERRUPTED, finished_at=timezone.now()
+                )
+            )
+            if claimed:
+                recovered.append(eval_run)
+    return recovered
+
+
 async def _finish(eval_run: EvalRun, status: str, error: str) -> None:
     def save() -> None:
-        EvalRun.objects.filter(pk=eval_run.pk).update(
+        EvalRun.objects.in_progress().filter(pk=eval_run.pk).update(
             status=status, error=error, finished_at=timezone.now()
         )
         eval_run.refresh_from_db()

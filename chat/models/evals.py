@@ -158,7 +158,10 @@ class EvalRun(models.Model):
     passed = models.PositiveIntegerField(default=0)
     failed = models.PositiveIntegerField(default=0)
     error = models.TextField(blank=True)
-    worker = models.CharField(max_length=200, blank=True)
+    worker = models.CharField(
+        max_length=200, blank=True, help_text="The process replaying it (host:pid:boot)."
+    )
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

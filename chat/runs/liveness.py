@@ -9,7 +9,7 @@ import os
 import socket
 import threading
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.db import transaction
 from django.utils import timezone
@@ -49,7 +49,13 @@ def is_dead(run: Run) -> bool:
     """Whether the process executing an in-progress run is gone."""
     if run.pk in running or run.pk in starting or run.worker == WORKER_ID:
         return run.pk not in running and run.pk not in starting
-    host, _, rest = run.worker.partition(":")
+    return process_gone(run.worker, run.heartbeat_at or run.started_at)
+
+
+def process_gone(worker: str, heartbeat: datetime) -> bool:
+    """Whether another process (`host:pid:boot`) is gone: its pid is not alive on this host,
+    or it has shown no sign of life since STALE_AFTER."""
+    host, _, rest = worker.partition(":")
     pid = rest.partition(":")[0]
     if host == socket.gethostname() and pid.isdigit():
         try:
@@ -58,7 +64,6 @@ def is_dead(run: Run) -> bool:
             return True
         except PermissionError:
             pass
-    heartbeat = run.heartbeat_at or run.started_at
     return heartbeat < timezone.now() - STALE_AFTER
 
 

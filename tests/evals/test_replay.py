@@ -3,14 +3,21 @@ continued from fixtures, and every request an ordinary ModelCall."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import socket
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from channels.db import database_sync_to_async as sync
+from django.test import override_settings
+from django.utils import timezone
 
 from chat.agent import decisions
 from chat.evals import cases, replay
-from chat.models import Conversation, EvalRun, ModelCall, ResultVerdict
+from chat.models import Conversation, EvalResult, EvalRun, ModelCall, ResultVerdict, Run
 from chat.testing import evals as made_for
 from chat.testing import factories as make
 from chat.testing.openai_script import MODEL, error, text_turn, tool_turn
@@ -19,6 +26,7 @@ from chat.testing.openai_server import FakeOpenAIServer
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SEARCH = ("call_1", "search_cards", '{"query": "pills"}')
+T_OLD = datetime(2020, 1, 1, tzinfo=UTC)
 TIME = ("call_2", "get_current_time", '{"timezone": "UTC"}')
 
 
@@ -157,3 +165,40 @@ def test_the_scripted_model_replays_a_case_kept_from_the_chat(owner: Any) -> Non
     done = replay.evaluate([case], replay.target(), user=owner, repeat=2)
     assert (done.passed, done.failed) == (2, 0)
     assert done.label == "Scripted model (offline)"
+
+
+async def test_stop_cancels_an_evaluation_and_keeps_what_was_done() -> None:
+    owner = await sync(make.user)()
+    conversation = await sync(make.conversation)(owner, "Pills", enabled_tools=["search_cards"])
+    await (await make.start_as_owner(conversation, made_for.QUESTION)).task
+    case = await sync(cases.save_case)(conversation, 0, set_name="cards", user=owner)
+    chosen = replay.target()
+    with override_settings(AGENTLAB_SCRIPTED_DELAY=0.2):
+        eval_run = await sync(replay.create_eval_run)([case], chosen, user=owner, repeat=3)
+        task = asyncio.create_task(
+            replay.run_eval(eval_run, [case], chosen, user=owner, concurrency=1)
+        )
+        for _ in range(500):
+            if await EvalResult.objects.filter(eval_run=eval_run).aexists():
+                break
+            await asyncio.sleep(0.02)
+        assert replay.cancel(eval_run.pk)
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    await eval_run.arefresh_from_db()
+    assert eval_run.status == "cancelled"
+    assert 1 <= eval_run.done < 3
+    assert eval_run.pk not in replay.running
+    assert not await Run.objects.filter(status="in_progress").aexists()
+
+
+def test_an_evaluation_left_by_a_dead_process_is_marked_interrupted(case: Any, owner: Any) -> None:
+    gone = replay.create_eval_run([case], replay.target(), user=owner)
+    EvalRun.objects.filter(pk=gone.pk).update(worker="elsewhere:1:x", heartbeat_at=T_OLD)
+    mine = replay.create_eval_run([case], replay.target(), user=owner)
+    alive = f"{socket.gethostname()}:{os.getpid()}:other-boot"
+    EvalRun.objects.filter(pk=mine.pk).update(worker=alive, heartbeat_at=timezone.now())
+    assert [e.pk for e in replay.recover_interrupted()] == [gone.pk]
+    gone.refresh_from_db()
+    mine.refresh_from_db()
+    assert (gone.status, mine.status) == ("interrupted", "in_progress")
