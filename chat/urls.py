@@ -4,6 +4,7 @@ from django.urls import path
 
 from chat import picker, search, views
 from chat.evals.annotations import reply_annotation, tool_call_annotation
+from chat.evals.saving import reply_case, tool_call_case
 
 app_name = "chat"
 urlpatterns = [
@@ -33,6 +34,8 @@ urlpatterns = [
         tool_call_annotation,
         name="tool_call_annotation",
     ),
+    path("c/<int:pk>/runs/<int:run_pk>/case/", reply_case, name="reply_case"),
+    path("c/<int:pk>/tool-calls/<int:tool_call_pk>/case/", tool_call_case, name="tool_call_case"),
     path("c/<int:pk>/messages/<int:index>/text/", views.message_text, name="message_text"),
     path("c/<int:pk>/messages/<int:index>/reply/", views.reply_text, name="reply_text"),
     path("c/<int:pk>/fork/message/<int:index>/", views.fork_message, name="fork_message"),

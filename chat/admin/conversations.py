@@ -13,7 +13,7 @@ from django.utils.safestring import SafeString
 
 from chat import search
 from chat.forms import DEFAULT_PROVIDER_LABEL
-from chat.models import Conversation, ConversationQuerySet
+from chat.models import Conversation, ConversationQuerySet, EvalResult, Purpose
 from chat.runs.providers import model_expression
 
 from .base import LabAdmin, admin_link, json_block
@@ -32,9 +32,11 @@ class ConversationAdmin(LabAdmin):
         "tool_call_count",
         "tokens",
         "shared",
+        "purpose",
         "updated_at",
     )
     list_filter = (
+        "purpose",
         ("owner", admin.RelatedOnlyFieldListFilter),
         "shared",
         ProviderFilter,
@@ -58,6 +60,8 @@ class ConversationAdmin(LabAdmin):
         "tool_call_count",
         "tokens",
         "shared",
+        "purpose",
+        "evaluation",
         "created_at",
         "updated_at",
     )
@@ -133,3 +137,12 @@ class ConversationAdmin(LabAdmin):
     def fork_list(self, obj: Conversation) -> SafeString | str:
         forks = obj.forks.order_by("pk")
         return format_html_join(", ", "{}", ((admin_link(fork),) for fork in forks)) or "—"
+
+    @admin.display(description="evaluation")
+    def evaluation(self, obj: Conversation) -> SafeString | str:
+        """A replay's result and its evaluation: the way back from the run it made."""
+        if obj.purpose != Purpose.EVAL:
+            return "—"
+        results = EvalResult.objects.filter(run__conversation=obj).select_related("eval_run")
+        pairs = ((admin_link(r), admin_link(r.eval_run)) for r in results.order_by("pk"))
+        return format_html_join(", ", "{} in {}", pairs) or "—"

@@ -544,7 +544,7 @@
   var saving = null;
   document.addEventListener("htmx:beforeRequest", function (event) {
     var elt = event.detail.elt;
-    var block = elt && elt.closest ? elt.closest(".annotate") : null;
+    var block = elt && elt.closest && !elt.closest("[data-case-form]") ? elt.closest(".annotate") : null;
     if (block && event.detail.requestConfig.verb !== "get") saving = block.id;
   });
   document.addEventListener("htmx:afterSettle", function (event) {
@@ -556,4 +556,75 @@
     var toggle = block.querySelector("[data-annotate-toggle]");
     if (toggle) toggle.focus();
   });
+})();
+
+// Saving a case (templates/chat/case_form.html): "Save as case" opens its form where it is (htmx
+// loads it into the slot it controls) and a second press closes it; Cancel and Escape close it
+// and give the focus back to the button (Escape stops no run); typing a tool or arguments
+// chooses "Another call". A refused form puts the focus on the field it names.
+(function () {
+  "use strict";
+
+  function openerOf(slot) {
+    return document.querySelector('[data-case-open][aria-controls="' + slot.id + '"]');
+  }
+
+  function close(slot, refocus) {
+    if (!slot) return;
+    slot.hidden = true;
+    slot.textContent = "";
+    var opener = openerOf(slot);
+    if (!opener) return;
+    opener.setAttribute("aria-expanded", "false");
+    if (refocus) opener.focus();
+  }
+
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var button = event.detail.elt;
+    if (!button || !button.hasAttribute || !button.hasAttribute("data-case-open")) return;
+    var slot = document.getElementById(button.getAttribute("aria-controls"));
+    if (button.getAttribute("aria-expanded") === "true") {
+      event.preventDefault();
+      close(slot, false);
+      return;
+    }
+    button.setAttribute("aria-expanded", "true");
+    if (slot) slot.hidden = false;
+  });
+
+  document.addEventListener("htmx:afterSettle", function (event) {
+    var slot = event.detail.target;
+    if (!slot || !slot.classList || !slot.classList.contains("case-slot")) return;
+    var form = slot.querySelector("[data-case-form]");
+    var focus;
+    if (form) {
+      focus = form.querySelector('[aria-invalid="true"]')
+        || (form.querySelector("[role=alert]") && form.querySelector("[type=submit]"))
+        || form.querySelector("input:not([type=hidden])");
+    } else {
+      focus = openerOf(slot);
+    }
+    if (focus) focus.focus();
+  });
+
+  document.addEventListener("click", function (event) {
+    var target = event.target.closest ? event.target : null;
+    var cancel = target && target.closest("[data-case-close]");
+    if (cancel) close(cancel.closest(".case-slot"), true);
+  });
+
+  document.addEventListener("input", function (event) {
+    var field = event.target;
+    if (!field.matches || !field.matches("[data-case-other]")) return;
+    var choice = field.closest("[data-case-form]").querySelector("[data-case-other-choice]");
+    if (choice) choice.checked = true;
+  });
+
+  document.addEventListener("keydown", function (event) {
+    if (event.key !== "Escape" || event.isComposing || !event.target.closest) return;
+    var slot = event.target.closest(".case-slot");
+    if (!slot) return;
+    event.preventDefault();
+    close(slot, true);
+  }, true);  // capture: before the page's own Escape (which would stop a run)
 })();

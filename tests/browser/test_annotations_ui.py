@@ -64,7 +64,7 @@ def test_mark_a_reply_and_a_tool_call_then_a_teammate_reads_them(
     panel.get_by_role("combobox", name="Tool").fill("handoff_note")
     arguments = panel.get_by_role("textbox", name=re.compile(r"^Arguments"))
     arguments.fill('{"note": "Call Sam",}')
-    panel.get_by_role("button", name="Save").click()
+    panel.get_by_role("button", name="Save", exact=True).click()
     expect(panel.get_by_role("alert")).to_have_text(
         re.compile(r"^Expected arguments are not valid JSON: .* line 1, column 21\.$")
     )
@@ -72,7 +72,7 @@ def test_mark_a_reply_and_a_tool_call_then_a_teammate_reads_them(
         '{"note": "Call Sam",}'
     )
     panel.get_by_role("textbox", name=re.compile(r"^Arguments")).fill(EXPECTED)
-    panel.get_by_role("button", name="Save").click()
+    panel.get_by_role("button", name="Save", exact=True).click()
     expect(panel.get_by_role("alert")).to_have_count(0)
     expect(panel.locator(".annotation-list")).to_contain_text(
         'Expected: handoff_note {"note": "Call Sam about the release"}'
@@ -106,7 +106,7 @@ def test_mark_a_reply_and_a_tool_call_then_a_teammate_reads_them(
         panel = shown.locator(".tool-detail")
         panel.get_by_role("button", name="Note and expected call").click()
         panel.get_by_role("textbox", name=re.compile(r"^Arguments")).fill("[1, 2]")
-        panel.get_by_role("button", name="Save").click()
+        panel.get_by_role("button", name="Save", exact=True).click()
         expect(panel.get_by_role("alert")).to_contain_text("must be a JSON object")
 
     look(page, "annotation-refused", refused)
