@@ -142,7 +142,8 @@ def probe(
         warm.goto(f"{server_url}/c/{remaining[0]}/")
         warm.close()
         for scenario in scenarios:
-            log(f"browser: {scenario.tokens} tokens at {scenario.pace_ms:g} ms/token")
+            tools = f" after {scenario.tools} tool round(s)" if scenario.tools else ""
+            log(f"browser: {scenario.tokens} tokens at {scenario.pace_ms:g} ms/token{tools}")
             direct = _direct_baseline(provider_host, provider_port, scenario, scenario.samples)
             screen = []
             for _ in range(scenario.samples):

@@ -137,8 +137,8 @@ async def stream_reply(host: str, port: int, spec: ReplySpec) -> DirectReply:
             ]
             messages.append({"role": "assistant", "content": "", "tool_calls": tool_calls})
             for call in calls.values():
-                now = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
-                result = json.dumps({"timezone": "UTC", "iso": now})
+                stamp = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+                result = json.dumps({"timezone": "UTC", "iso": stamp})
                 messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
         reply.completed = time.monotonic()
     except (OSError, RuntimeError, asyncio.IncompleteReadError, ValueError) as exc:

@@ -171,6 +171,7 @@ def browser_figures(
     return {
         "tokens": scenario.tokens,
         "pace_ms": scenario.pace_ms,
+        "tool_rounds": scenario.tools,
         "samples": len(screen),
         "direct_ms": {"ttft": direct_ttft, "total": direct_total},
         "screen_ms": {

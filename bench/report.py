@@ -10,18 +10,35 @@ from typing import Any
 
 from django.conf import settings
 
+from bench.cpu import scaled_reply_ms
+
 STUTTER_MS = 100.0
 """A pause longer than this between two text updates of a streaming reply counts as stutter."""
 
+# The capacity targets: server CPU per reply and per token, and the load they are stated at.
+CPU_REPLY_MS = 15.0
+CPU_TOKEN_US = 30.0
+LOAD_LEVEL = 200
+LOAD_PACE_MS = 20.0
+
 
 def _target(
-    name: str, limit: str, value: float | None, bound: float, unit: str = "ms"
+    name: str,
+    limit: str,
+    value: float | None,
+    bound: float,
+    unit: str = "ms",
+    reason: str | None = None,
 ) -> dict[str, Any]:
+    """A target's verdict; reason says why it was not measured (when value is None)."""
+    verdict = {"name": name, "target": limit, "value": value, "unit": unit}
     if value is None:
-        return {"name": name, "target": limit, "value": None, "met": None, "status": "not measured"}
+        status = f"not measured: {reason}" if reason else "not measured"
+        return {**verdict, "met": None, "status": status}
     met = value <= bound
-    status = "met" if met else f"missed by {value - bound:.1f} {unit}".rstrip()
-    return {"name": name, "target": limit, "value": value, "met": met, "status": status}
+    digits = 2 if unit == "x" else 1
+    status = "met" if met else f"missed by {value - bound:.{digits}f} {unit}".rstrip()
+    return {**verdict, "met": met, "status": status}
 
 
 def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -149,7 +166,172 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
             "tokens",
         )
     )
+    targets += cpu_targets(report)
+    targets += capacity_targets(report)
     return targets
+
+
+def cpu_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Server CPU per reply of the reference length and per relayed token, at concurrency 1 and
+    at the highest level. At c=1 a reply of another length is read off the fit
+    (fixed + per_token x tokens); at the highest level the fixed part is c=1's and the rest is
+    scaled in proportion to the tokens."""
+    cpu = report.get("server_cpu") or {}
+    fit = cpu.get("fit") or {}
+    tokens = report["config"]["tokens"]
+    reference = int(cpu.get("reference_tokens") or 500)
+    levels = {level["level"]: level for level in report.get("levels") or []}
+    one = levels[1]["server_cpu"] if 1 in levels else fit.get("full")
+    top_level = max(levels, default=1)
+    top = levels[top_level]["server_cpu"] if top_level != 1 else None
+    fixed = fit.get("fixed_ms")
+    reply_limit, token_limit = f"<= {CPU_REPLY_MS:g} ms", f"<= {CPU_TOKEN_US:g} µs"
+    no_cpu = "no CPU reading" if not cpu else None
+    no_fit = no_cpu or "no fit (--tokens 1)"
+    if fit.get("us_per_token") is not None and not fit.get("credible"):
+        se = fit.get("us_per_token_se")
+        no_fit = (
+            f"the c=1 fit is too noisy ({fit['us_per_token']:.0f}"
+            + (f" ± {se:.0f}" if se is not None else "")
+            + " µs per token; more samples without --quick, or longer --tokens)"
+        )
+        fixed = None
+    if tokens == reference:
+        one_reply = one["ms_per_run"] if one else None
+        one_name = f"server CPU per {reference}-token reply, c=1"
+    else:
+        one_reply = fit.get("ms_per_reference_reply") if fit.get("credible") else None
+        lengths = " and ".join(str(length) for length in fit.get("tokens") or [])
+        one_name = f"server CPU per {reference}-token reply, c=1 (fit at {lengths} tokens)"
+    targets = [
+        _target(one_name, reply_limit, one_reply, CPU_REPLY_MS, reason=no_fit),
+        _target(
+            "server CPU per relayed token, c=1",
+            token_limit,
+            one["us_per_token"] if one else None,
+            CPU_TOKEN_US,
+            "µs",
+            no_cpu,
+        ),
+    ]
+    if top is not None:
+        if tokens == reference:
+            top_reply = top["ms_per_run"]
+            top_name = f"server CPU per {reference}-token reply, c={top_level}"
+        else:
+            top_reply = scaled_reply_ms(top["ms_per_run"], tokens, fixed, reference)
+            top_name = (
+                f"server CPU per {reference}-token reply, c={top_level} "
+                f"(scaled from {tokens}; fixed part from c=1)"
+            )
+        targets += [
+            _target(top_name, reply_limit, top_reply, CPU_REPLY_MS, reason=no_fit),
+            _target(
+                f"server CPU per relayed token, c={top_level}",
+                token_limit,
+                top["us_per_token"],
+                CPU_TOKEN_US,
+                "µs",
+                no_cpu,
+            ),
+        ]
+    return targets
+
+
+def _bad_tokens(level: dict[str, Any], tokens: int) -> float:
+    """Lost + duplicated + reordered + garbled tokens, an unfinished reply counting as all lost."""
+    relayed = level["relayed"]
+    counts = relayed["tokens"]
+    bad = counts["lost"] + counts["duplicated"] + counts["reordered"] + counts["garbled"]
+    return float(bad + relayed["unfinished"] * tokens)
+
+
+def _load(report: dict[str, Any], scaleout: bool) -> tuple[dict[str, Any] | None, str | None]:
+    """The level of the capacity load (c=200 at 20 ms/token) in a run of the wanted mode, or
+    why there is none."""
+    config = report["config"]
+    is_scaleout = str(report["meta"].get("mode", "")).startswith("scaleout")
+    if is_scaleout != scaleout:
+        return None, "a --scaleout run" if scaleout else "a one-process run (no --scaleout)"
+    level = next((item for item in report.get("levels") or [] if item["level"] == LOAD_LEVEL), None)
+    if level is None or config["pace_ms"] != LOAD_PACE_MS:
+        return None, f"needs --levels ...,{LOAD_LEVEL} --pace-ms {LOAD_PACE_MS:g}"
+    return level, None
+
+
+def capacity_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The capacity issue's load and browser targets that the older ones above do not state:
+    c=200 at 20 ms/token on one process and on two, the browser's first token within 15 ms and
+    a tool round then 100 tokens within 30 ms of direct."""
+    tokens = report["config"]["tokens"]
+    load = f"c={LOAD_LEVEL} at {LOAD_PACE_MS:g} ms/token"
+    one, one_reason = _load(report, scaleout=False)
+    two, two_reason = _load(report, scaleout=True)
+    browser = report.get("browser") or []
+    full_speed = next((s for s in browser if s["pace_ms"] == 0), None)
+    tool = next(
+        (
+            s
+            for s in browser
+            if s.get("tool_rounds") == 1 and s["tokens"] == 100 and s["pace_ms"] == 0
+        ),
+        None,
+    )
+    no_browser = "a run with the browser" if not browser else "no tool scenario"
+    return [
+        _target(
+            f"1 process, {load}: first-token overhead p99",
+            "< 250 ms",
+            one["overhead_ms"]["ttft"]["p99"] if one else None,
+            250,
+            reason=one_reason,
+        ),
+        _target(
+            f"1 process, {load}: relayed complete p50 / direct p50",
+            "<= 1.05x",
+            one["ratio"]["total"]["p50"] if one else None,
+            1.05,
+            "x",
+            one_reason,
+        ),
+        _target(
+            f"1 process, {load}: lost + duplicated + reordered tokens",
+            "0",
+            _bad_tokens(one, tokens) if one else None,
+            0,
+            "tokens",
+            one_reason,
+        ),
+        _target(
+            f"2 processes, {load}: lost + duplicated + reordered tokens",
+            "0",
+            _bad_tokens(two, tokens) if two else None,
+            0,
+            "tokens",
+            two_reason,
+        ),
+        _target(
+            f"2 processes, {load}: first-token overhead p99",
+            "< 500 ms",
+            two["overhead_ms"]["ttft"]["p99"] if two else None,
+            500,
+            reason=two_reason,
+        ),
+        _target(
+            "browser: first token on screen vs direct (p50), capacity target",
+            "<= 15 ms",
+            full_speed["overhead_ms"]["first"] if full_speed else None,
+            15,
+            reason="a run with the browser",
+        ),
+        _target(
+            "browser: a tool round + 100 tokens complete on screen vs direct (p50)",
+            "<= 30 ms",
+            tool["overhead_ms"]["done"] if tool else None,
+            30,
+            reason=no_browser,
+        ),
+    ]
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:
@@ -260,6 +442,7 @@ def render(report: dict[str, Any]) -> str:
             rows,
         )
     )
+    parts += _cpu_section(report)
     parts += ["", "Coalescing at concurrency 1 (frames per reply against length and pace)"]
     rows = [
         [
@@ -273,6 +456,7 @@ def render(report: dict[str, Any]) -> str:
             f"{_fmt(s['gap_ms']['p50'])} / {_fmt(s['gap_ms']['max'])}",
             _fmt(s["ttft_ms"]["p50"]),
             f"{_fmt(s['total_ms']['p50'])} vs {_fmt(s['direct_total_ms']['p50'])}",
+            _fmt((s.get("server_cpu") or {}).get("ms_per_run")),
         ]
         for s in report["coalescing"]
     ]
@@ -289,6 +473,7 @@ def render(report: dict[str, Any]) -> str:
                 "gap p50 / max",
                 "TTFT",
                 "complete vs direct",
+                "CPU ms/run",
             ],
             rows,
         )
@@ -298,9 +483,10 @@ def render(report: dict[str, Any]) -> str:
         rows = []
         for s in report["browser"]:
             screen, direct = s["screen_ms"], s["direct_ms"]
+            tools = s.get("tool_rounds") or 0
             rows.append(
                 [
-                    str(s["tokens"]),
+                    f"{s['tokens']}" + (f" after {tools} tool round(s)" if tools else ""),
                     f"{s['pace_ms']:g}",
                     str(s["samples"]),
                     f"{_fmt(direct['ttft']['p50'])}",
@@ -361,12 +547,80 @@ def render(report: dict[str, Any]) -> str:
     parts += ["", "Targets"]
     width = max(len(target["name"]) for target in report["targets"])
     for target in report["targets"]:
-        value = "-" if target["value"] is None else _fmt(target["value"])
+        digits = 2 if target.get("unit") == "x" else 1
+        value = "-" if target["value"] is None else _fmt(target["value"], digits)
         parts.append(
             f"  {target['name'].ljust(width)}  {target['target']:>9}  {value:>9}  "
             f"{target['status']}"
         )
     return "\n".join(parts)
+
+
+def _cpu_section(report: dict[str, Any]) -> list[str]:
+    """The daphne CPU of every level, and the fit of a run's fixed and per-token cost."""
+    cpu = report.get("server_cpu")
+    if not cpu:
+        return []
+    config, fit = report["config"], cpu.get("fit") or {}
+    processes = cpu.get("processes", 1)
+    parts = [
+        "",
+        f"Server CPU: daphne user + system ({'sum of ' if processes > 1 else ''}{processes} "
+        f"process{'es' if processes > 1 else ''}; {cpu['source']}), from the first message sent "
+        "until quiet after the last done frame; sockets = their open and close, apart; "
+        f"idle {_fmt(cpu['idle_ms_per_s'], 2)} ms/s",
+    ]
+    rows = []
+    for level in report["levels"]:
+        figures = level.get("server_cpu") or {}
+        rows.append(
+            [
+                str(level["level"]),
+                str(figures.get("runs", 0)),
+                _fmt(figures.get("ms")),
+                _fmt(figures.get("ms_per_run"), 2),
+                _fmt(figures.get("us_per_token")),
+                _fmt(figures.get("us_per_token_beyond_fixed")),
+                _fmt(figures.get("sockets_ms_per_run"), 2),
+            ]
+        )
+    parts.append(
+        _table(
+            [
+                "conc",
+                "runs",
+                "CPU ms",
+                "ms/run",
+                "µs/token",
+                "µs/token beyond fixed",
+                "sockets ms/run",
+            ],
+            rows,
+        )
+    )
+    if fit.get("fixed_ms") is not None:
+        lengths = " and ".join(str(length) for length in fit["tokens"])
+        parts.append(
+            f"Fit at c=1 over {fit['points']} runs of {lengths} tokens at "
+            f"{config['pace_ms']:g} ms/token, cpu = fixed + per_token x tokens: fixed "
+            f"{_fmt(fit['fixed_ms'], 2)} ms per run start/finish + {_fmt(fit['us_per_token'])} µs "
+            f"per token{_se(fit.get('us_per_token_se'))} (rms residual "
+            f"{_fmt(fit['residual_ms'], 2)} ms) -> {_fmt(fit['ms_per_reference_reply'], 2)}"
+            f"{_se(fit.get('ms_per_reference_reply_se'), 2)} ms per "
+            f"{fit['reference_tokens']}-token reply"
+            + (
+                ""
+                if fit.get("credible")
+                else " (too noisy to read off: per token within 2 SE of 0)"
+            )
+        )
+    else:
+        parts.append("Fit at c=1: not measured (replies of one token have no shorter length)")
+    return parts
+
+
+def _se(value: float | None, digits: int = 1) -> str:
+    return "" if value is None else f" ± {_fmt(value, digits)}"
 
 
 def default_json_path() -> Path:

@@ -3,7 +3,10 @@
 Phases: database writes per run (in a process of its own), then for every concurrency level a
 direct round and a relayed round (interleaved when a level takes several rounds), then the
 coalescing scenarios (frames against reply length and pace), then the browser. Every figure is
-kept in milliseconds in the JSON; the table shows p50/p99.
+kept in milliseconds in the JSON; the table shows p50/p99. Every relayed round also reads the
+daphne processes' CPU time (bench/cpu.py); right after concurrency 1 (or before the levels when
+1 is not one of them), short replies at concurrency 1 give the fixed cost of a run's start and
+finish by a linear fit.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import httpx
 from django.conf import settings
 
 from bench import browser as browser_probe
+from bench.cpu import CpuMeter, CpuTally, fit_figures, tally_figures, total, used
 from bench.direct import DirectReply, direct_round
 from bench.figures import LevelSamples, browser_figures, coalescing_figures, level_figures
 from bench.profile import Profiler
@@ -43,6 +47,12 @@ from chat.testing.site import Site
 __all__ = ["Bench", "Options", "default_json_path", "evaluate", "render", "run", "write_json"]
 
 Log = Callable[[str], None]
+
+TOOL_SCENARIO = (100, 0.0)
+"""The browser's tool scenario: one get_current_time round, then 100 tokens at full speed."""
+
+REFERENCE_TOKENS = 500
+"""The server CPU target is per reply of this many tokens."""
 
 
 @dataclass
@@ -83,10 +93,19 @@ class Options:
     def browser_scenarios(self) -> list[browser_probe.Scenario]:
         samples = self.browser_samples
         paced = max(20, self.tokens // 10) if self.quick else 200
-        return [
+        scenarios = [
             browser_probe.Scenario(self.tokens, 0.0, samples, self.tool_rounds),
             browser_probe.Scenario(paced, 20.0, samples, self.tool_rounds),
         ]
+        tool = browser_probe.Scenario(*TOOL_SCENARIO, samples=samples, tools=1)
+        if (self.tokens, self.tool_rounds) != (tool.tokens, tool.tools):
+            scenarios.append(tool)
+        return scenarios
+
+    @property
+    def cpu_short_tokens(self) -> int:
+        """The short replies of the CPU fit: a tenth of the reply, at least one token."""
+        return max(1, self.tokens // 10)
 
 
 class Bench:
@@ -102,6 +121,9 @@ class Bench:
         self.session = ""
         self.conversations: Iterator[int] = iter(())
         self.all_relayed: list[RelayedReply] = []
+        self.meter = CpuMeter([])
+        self.level_cpu: dict[int, CpuTally] = {}
+        self.fit: dict[str, Any] = {}
 
     def spec(self, tokens: int | None = None, pace_ms: float | None = None) -> ReplySpec:
         return ReplySpec(
@@ -114,6 +136,7 @@ class Bench:
     def conversations_needed(self) -> int:
         options = self.options
         levels = sum(level * max(1, math.ceil(options.samples / level)) for level in options.levels)
+        levels += 2 * options.samples  # the CPU fit's short (and maybe full) replies
         scenarios = len(options.coalescing()) * options.scenario_samples
         browser = sum(s.samples for s in options.browser_scenarios()) + 1 if options.browser else 0
         return 2 + levels + scenarios + browser
@@ -135,12 +158,38 @@ class Bench:
             client.post("/reset")
         return {record["tag"]: record for record in records if record["kind"] == "text"}
 
-    def relayed(self, specs: list[ReplySpec]) -> tuple[list[RelayedReply], float]:
+    def relayed(
+        self, specs: list[ReplySpec], cpu: CpuTally | None = None
+    ) -> tuple[list[RelayedReply], float]:
+        """One relayed round; with a tally, the daphne CPU of its runs is added to it: from the
+        first message sent until the processes are quiet after the last done frame."""
         longest = max(spec.tokens * spec.pace_ms for spec in specs) / 1000
         timeout = 60 + 2 * longest + 0.2 * len(specs)
-        replies = asyncio.run(
-            relayed_round(self.targets(len(specs)), self.session, specs, limit=timeout)
-        )
+        targets = self.targets(len(specs))
+        marks: dict[str, dict[int, float]] = {}
+
+        def sending() -> None:
+            marks["sending"] = self.meter.read()
+
+        async def done() -> None:
+            marks["done"] = await self.meter.quiet()
+
+        async def measured() -> list[RelayedReply]:
+            marks["start"] = await self.meter.quiet()
+            replies = await relayed_round(
+                targets, self.session, specs, limit=timeout, on_sending=sending, on_done=done
+            )
+            marks["end"] = await self.meter.quiet()
+            return replies
+
+        replies = asyncio.run(measured())
+        if cpu is not None and {"sending", "done"} <= marks.keys():
+            cpu.add(
+                used(marks["sending"], marks["done"]),
+                total(marks["end"]) - total(marks["start"]),
+                len(replies),
+                sum(spec.tokens for spec in specs),
+            )
         self.all_relayed += replies
         return replies, wall(replies)
 
@@ -185,13 +234,14 @@ class Bench:
         for server in self.servers:
             server.reset_peak()
         samples = LevelSamples(level, rounds, self.options.tokens)
+        cpu = self.level_cpu[level] = CpuTally()
         for _ in range(rounds):
             replies, wall = self.direct([self.spec() for _ in range(level)])
             samples.direct += replies
             samples.direct_wall += wall
             time.sleep(0.1)
             profilers = self.profilers(f"c{level}")
-            round_replies, wall = self.relayed([self.spec() for _ in range(level)])
+            round_replies, wall = self.relayed([self.spec() for _ in range(level)], cpu)
             samples.profiles += [profiler.stop() for profiler in profilers]
             samples.relayed += round_replies
             samples.relayed_wall += wall
@@ -206,7 +256,49 @@ class Bench:
                     samples.latency_last.append(reply.completed - record["last_token_at"])
             time.sleep(0.1)
         samples.memory = {server.url: server.memory() for server in self.servers}
-        return level_figures(samples, self.flush_interval)
+        figures = level_figures(samples, self.flush_interval)
+        figures["server_cpu"] = tally_figures(cpu)
+        return figures
+
+    def cpu_fit(self, full: CpuTally | None) -> dict[str, Any]:
+        """Concurrency 1, replies of a tenth of the length: with the full-length replies of
+        concurrency 1 (run here too, alternating, when 1 is not a level), the line
+        cpu = fixed + per_token x tokens through every round."""
+        options = self.options
+        short_tokens = options.cpu_short_tokens
+        short = CpuTally()
+        long = full if full is not None else CpuTally()
+        if short_tokens < options.tokens:
+            lengths = f"{short_tokens}" + ("" if full else f" and {options.tokens}")
+            self.log(f"server CPU at concurrency 1: {options.samples} x {lengths} tokens")
+            for _ in range(options.samples):
+                if full is None:
+                    self.relayed([self.spec()], long)
+                self.relayed([self.spec(short_tokens)], short)
+            self.provider_records()
+        figures = fit_figures(long.points + short.points, REFERENCE_TOKENS)
+        figures["short"] = tally_figures(short)
+        figures["full"] = tally_figures(long)
+        return figures
+
+    def levels(self) -> list[dict[str, Any]]:
+        """Every level, the CPU fit right after concurrency 1 (first when 1 is not a level);
+        then every level's CPU figures with the fit's fixed cost per run."""
+        results = []
+        if 1 not in self.options.levels:
+            self.fit = self.cpu_fit(None)
+        for level in self.options.levels:
+            results.append(self.level(level))
+            if level == 1:
+                self.fit = self.cpu_fit(self.level_cpu[1])
+        for figures in results:
+            tally = self.level_cpu[figures["level"]]
+            figures["server_cpu"] = tally_figures(tally, self.fixed_ms())
+        return results
+
+    def fixed_ms(self) -> float | None:
+        """The fit's fixed cost per run, when the fit can be read off at all."""
+        return self.fit.get("fixed_ms") if self.fit.get("credible") else None
 
     def coalescing(self) -> list[dict[str, Any]]:
         results = []
@@ -214,13 +306,14 @@ class Bench:
             self.log(f"coalescing: {tokens} tokens at {pace_ms:g} ms/token, concurrency 1")
             direct: list[DirectReply] = []
             relayed: list[RelayedReply] = []
+            cpu = CpuTally()
             for _ in range(self.options.scenario_samples):
                 direct += self.direct([self.spec(tokens, pace_ms)])[0]
-                relayed += self.relayed([self.spec(tokens, pace_ms)])[0]
+                relayed += self.relayed([self.spec(tokens, pace_ms)], cpu)[0]
             self.provider_records()
-            results.append(
-                coalescing_figures(tokens, pace_ms, direct, relayed, self.flush_interval)
-            )
+            figures = coalescing_figures(tokens, pace_ms, direct, relayed, self.flush_interval)
+            figures["server_cpu"] = tally_figures(cpu, self.fixed_ms())
+            results.append(figures)
         return results
 
     def browser(self) -> list[dict[str, Any]]:
@@ -257,8 +350,17 @@ class Bench:
             results["db_writes"] = self.db_writes()
             for _ in range(2 if options.scaleout else 1):
                 self.servers.append(stack.enter_context(self.site.daphne()))
+            self.meter = CpuMeter([server.pid for server in self.servers])
             self.warm_up()
-            results["levels"] = [self.level(level) for level in options.levels]
+            idle = self.meter.idle_rate()
+            results["levels"] = self.levels()
+            results["server_cpu"] = {
+                "source": self.meter.source,
+                "processes": len(self.servers),
+                "idle_ms_per_s": idle * 1000,
+                "reference_tokens": REFERENCE_TOKENS,
+                "fit": self.fit,
+            }
             results["coalescing"] = self.coalescing()
             results["browser"] = self.browser() if options.browser else None
             results["daphne"] = [

@@ -13,11 +13,13 @@ import html
 import json
 import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import websockets
 from websockets.asyncio.client import ClientConnection
+from websockets.typing import Origin
 
 from bench.provider import ReplySpec
 from bench.stats import Timed
@@ -82,7 +84,7 @@ async def connect(base_url: str, session: str, conversation: int) -> ClientConne
     ws_url = base_url.replace("http://", "ws://", 1) + f"/ws/conversations/{conversation}/"
     return await websockets.connect(
         ws_url,
-        origin=base_url,
+        origin=Origin(base_url),
         additional_headers={"Cookie": f"sessionid={session}"},
         compression=None,  # daphne does not negotiate permessage-deflate anyway
         max_size=None,
@@ -124,9 +126,19 @@ async def _drain(socket: ClientConnection) -> None:
 
 
 async def relayed_round(
-    targets: list[Target], session: str, specs: list[ReplySpec], *, limit: float = 120
+    targets: list[Target],
+    session: str,
+    specs: list[ReplySpec],
+    *,
+    limit: float = 120,
+    on_sending: Callable[[], None] | None = None,
+    on_done: Callable[[], Awaitable[None]] | None = None,
 ) -> list[RelayedReply]:
-    """Open every socket, send every message at once, wait for every done frame."""
+    """Open every socket, send every message at once, wait for every done frame.
+
+    on_sending is called once every socket is open, right before the first message is sent;
+    on_done is awaited after the last done frame (or the time limit), before the sockets close.
+    """
 
     async def open_watch(target: Target, spec: ReplySpec) -> _Watch:
         watcher = await connect(target.watch_url, session, target.conversation)
@@ -143,6 +155,8 @@ async def relayed_round(
         if watch.sender is not watch.watcher
     ]
     try:
+        if on_sending is not None:
+            on_sending()
         for watch in watches:
             page = f"{watch.target.send_url}/c/{watch.target.conversation}/"
             frame = send_frame(watch.spec.prompt(), page)
@@ -153,6 +167,8 @@ async def relayed_round(
                 await asyncio.gather(*(watch.done.wait() for watch in watches))
         except TimeoutError:
             pass
+        if on_done is not None:
+            await on_done()
     finally:
         sockets = [watch.watcher for watch in watches]
         sockets += [watch.sender for watch in watches if watch.sender is not watch.watcher]
