@@ -372,10 +372,15 @@ def import_lines(
         except (ValueError, TypeError, RecursionError) as exc:
             done.problems.append(f"line {number}: {exc}")
             continue
+        try:
+            case_set = case_set_named(value.set, user=user)
+        except CaseRefused as exc:
+            done.problems.append(f"line {number}: {exc}")
+            continue
         with transaction.atomic():
             done.created.append(
                 Case.objects.create(
-                    case_set=case_set_named(value.set, user=user),
+                    case_set=case_set,
                     title=value.title,
                     messages=value.messages,
                     tools=value.tools,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -100,15 +101,18 @@ class RunPrinter:
 class RetryProgress(logging.Filter):
     """The client's retry warnings as short progress lines: the reason comes once, at the end."""
 
-    def __init__(self, stderr: OutputWrapper) -> None:
+    def __init__(self, stderr: OutputWrapper, progress: Progress | None = None) -> None:
         super().__init__()
         self.stderr = stderr
+        self.progress = progress
 
     def filter(self, record: logging.LogRecord) -> bool:
         retry = getattr(record, "retry", None)
         if retry is None:
             return True
         attempt, retries, wait = retry
+        if self.progress is not None:
+            self.progress.interrupt()
         self.stderr.write(f"… retrying ({attempt} of {retries}) in {wait:.1f} s")
         return False
 
@@ -116,6 +120,22 @@ class RetryProgress(logging.Filter):
 def fold(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
+def plural(number: int, thing: str) -> str:
+    """`1 case`, `3 cases`."""
+    return f"{number} {thing}{'' if number == 1 else 's'}"
+
+
+def table(rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as aligned lines: every column padded to its widest cell but the last."""
+    if not rows:
+        return []
+    widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]) - 1)]
+    return [
+        "  ".join([*(c.ljust(w) for c, w in zip(row, widths, strict=False)), row[-1]]).rstrip()
+        for row in rows
+    ]
 
 
 def footer(run: Run, label: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from io import StringIO
 
 import pytest
@@ -12,11 +13,14 @@ from chat import agent
 from chat.agent import events
 from chat.management.terminal import (
     Progress,
+    RetryProgress,
     RunPrinter,
     fold,
     footer,
     parse_since,
+    plural,
     run_summary,
+    table,
     user_named,
 )
 from chat.models import Run, ToolCall
@@ -96,3 +100,25 @@ def test_progress_draws_only_when_enabled_and_ends_its_line() -> None:
     quiet = StringIO()
     Progress(OutputWrapper(quiet), total=2, enabled=False).advance()
     assert quiet.getvalue() == ""
+
+
+def test_table_pads_every_column_but_the_last() -> None:
+    lines = table([("ID", "TITLE", "FROM"), ("12", "Pills", "conversation 3"), ("7", "A", "")])
+    assert lines == ["ID  TITLE  FROM", "12  Pills  conversation 3", "7   A"]
+    assert table([]) == []
+    assert (plural(1, "case"), plural(0, "case"), plural(3, "line")) == (
+        "1 case",
+        "0 cases",
+        "3 lines",
+    )
+
+
+def test_a_retry_line_ends_the_progress_bar_first() -> None:
+    stream = StringIO()
+    err = OutputWrapper(stream)
+    progress = Progress(err, total=2, enabled=True, verb="Evaluating", things="attempts")
+    progress.advance()
+    record = logging.LogRecord("chat.agent.clients", logging.WARNING, "", 0, "retry", (), None)
+    record.retry = (1, 2, 0.5)
+    assert RetryProgress(err, progress).filter(record) is False
+    assert stream.getvalue().endswith("1/2 attempts\n… retrying (1 of 2) in 0.5 s\n")
