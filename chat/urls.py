@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.urls import path
+from django.urls import include, path
 
 from chat import picker, search, views
 from chat.evals.annotations import reply_annotation, tool_call_annotation
@@ -11,6 +11,7 @@ urlpatterns = [
     path("", views.conversation_list, name="conversation_list"),
     path("c/new/", views.conversation_create, name="conversation_create"),
     path("search/", search.conversation_search, name="conversation_search"),
+    path("evals/", include("chat.evals.urls")),
     path("c/<int:pk>/", views.conversation_detail, name="conversation_detail"),
     path("c/<int:pk>/settings/", views.conversation_settings, name="conversation_settings"),
     path("c/<int:pk>/model/", picker.conversation_model, name="conversation_model"),
