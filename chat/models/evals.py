@@ -12,7 +12,7 @@ from django.db import models
 from chat.agent import decisions
 
 from .conversations import Conversation
-from .runs import Run
+from .runs import Run, RunStatus
 
 
 def validate_expectation(value: Any) -> None:
@@ -102,12 +102,9 @@ class Case(models.Model):
         ]
 
 
-class EvalStatus(models.TextChoices):
-    IN_PROGRESS = "in_progress", "In progress"
-    COMPLETED = "completed", "Completed"
-    FAILED = "failed", "Failed"
-    CANCELLED = "cancelled", "Cancelled"
-    INTERRUPTED = "interrupted", "Interrupted"
+EvalStatus = RunStatus
+"""An evaluation begins and ends as a run does (stopped: cancelled; its process gone:
+interrupted)."""
 
 
 class Comparison(models.Model):
