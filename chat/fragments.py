@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,7 @@ from chat.agent.tools import humanize
 from chat.models import Conversation, Message, Run
 from chat.models.conversations import group_name
 from chat.templatetags.chat_tags import pill
+from chat.transcripts import versions
 from chat.turns import Turn, conversation_turns, turn_for_run
 
 logger = logging.getLogger(__name__)
@@ -106,6 +107,9 @@ class RunPublisher:
         self._flushing: asyncio.Future[None] | None = None
         self._opening: asyncio.Future[None] | None = None
         self._first_output = asyncio.Event()
+        self.recorded: Callable[[Message | None], Turn] | None = None
+        """The finished turn from the rows the run wrote (Recorder.turn); without it, the
+        finished turn is read back from the database."""
 
     async def __call__(self, run: Run, event: events.RunEvent) -> None:
         if isinstance(event, events.RunStarted):
@@ -236,7 +240,7 @@ class RunPublisher:
                     + "</span>"
                 )
             case events.RunFinished(status, error):
-                turn = await database_sync_to_async(turn_for_run)(self.run)
+                turn = await self._finished_turn()
                 return (
                     render("reply", {"turn": turn, "oob": True})
                     + render("run-state", {"running": False})
@@ -247,6 +251,16 @@ class RunPublisher:
                     )
                 )
         return ""
+
+    async def _finished_turn(self) -> Turn:
+        if self.recorded is None:
+            return await database_sync_to_async(turn_for_run)(self.run)
+        turn = self.recorded(self.user_message)
+        if self.new_version and turn.start is not None:
+            # Only a new version's turn has versions at its start ("‹ 2 / 3 ›").
+            points = await database_sync_to_async(versions.points)(self.run.conversation)
+            turn.point = points.get(turn.start.index)
+        return turn
 
     async def snapshot(self) -> str:
         """The live reply as published so far (pending text is not in it: it follows)."""

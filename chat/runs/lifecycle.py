@@ -92,7 +92,7 @@ async def start_run(
             target = endpoint(await profile_for_run(conversation, user))
             client = build_client(target)
         try:
-            run, request, user_message = await sync_to_async(_create_run)(
+            run, request, user_message, next_index = await sync_to_async(_create_run)(
                 conversation=conversation,
                 user=user,
                 content=content,
@@ -119,6 +119,7 @@ async def start_run(
             publisher=publisher,
             started=started,
             title_endpoint=target,
+            next_index=next_index,
         ),
         context=contextvars.Context(),
     )
@@ -162,8 +163,9 @@ def _create_run(
     content: str | None,
     client: ChatClient,
     version_from: int | None = None,
-) -> tuple[Run, agent.DebugRunRequest, Message | None]:
-    """The new run (its conversation attached), the request to execute, the user message row."""
+) -> tuple[Run, agent.DebugRunRequest, Message | None, int]:
+    """The new run (its conversation attached), the request to execute, the user message row,
+    and the index the run's first reply takes."""
     limit = _message_limit()
     created: list[int] = []
     try:
@@ -220,13 +222,15 @@ def _create_run(
             liveness.starting.add(run.pk)
             created.append(run.pk)
             user_message = None
+            next_index = rows[-1].index + 1 if rows else 0
             if content is not None:
                 (user_message,) = transcripts.append_messages(
                     conversation,
                     [agent.ChatMessage(role="user", content=content)],
                     run=run,
-                    start=rows[-1].index + 1 if rows else 0,
+                    start=next_index,
                 )
+                next_index += 1
                 if not conversation.title and version_from is None:
                     conversation.title = title_from(content)
             conversation.save(update_fields=["title", "updated_at"])
@@ -236,7 +240,7 @@ def _create_run(
         if isinstance(exc, IntegrityError):
             raise RunRefused(IN_PROGRESS) from None
         raise
-    return run, request, user_message
+    return run, request, user_message, next_index
 
 
 def _new_version(
@@ -263,6 +267,7 @@ async def execute_run(
     started: Callable[[], None] | None = None,
     title_endpoint: Endpoint | None = None,
     runtime: DebugRuntime | None = None,
+    next_index: int | None = None,
 ) -> Run:
     """Drive DebugRuntime for one run, persisting as it goes and telling every listener.
 
@@ -272,8 +277,11 @@ async def execute_run(
     the task ends. With `title_endpoint`, a completed run has that endpoint propose its
     conversation's title afterwards, in a task of its own (see `titles`). A `runtime` of the
     caller's brings its own tools (an evaluation's replay): MCP tools are then not prepared.
+    `next_index` is the index of the run's first new message, when the caller knows it.
     """
-    recorder = Recorder(run)
+    recorder = Recorder(run, next_index=next_index)
+    if publisher is not None:
+        publisher.recorded = recorder.turn
     own_tools = runtime is not None
     runtime = runtime or DebugRuntime(client=client)
 

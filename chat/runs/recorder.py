@@ -16,6 +16,7 @@ from django.utils import timezone
 from chat import agent, transcripts
 from chat.agent import events
 from chat.models import Conversation, Message, ModelCall, Run, RunStatus, ToolCall, ToolCallStatus
+from chat.turns import Turn
 
 
 def _fit(model: type[Model], field: str, value: str) -> str:
@@ -54,15 +55,26 @@ class Recorder:
     A reply that streams for long is checkpointed every AGENTLAB_CHECKPOINT_SECONDS as a draft
     row, so a killed process loses at most that much: writes grow with a run's duration, never
     with its token count.
+
+    It keeps the rows it wrote (replies, tool calls, model calls), so that the finished run's
+    turn renders without reading them back (`turn`). `next_index` is the index the run's first
+    new message takes, when the caller knows it: appends then cost no query.
     """
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: Run, *, next_index: int | None = None) -> None:
         self.run = run
         self.checkpoint_every = settings.AGENTLAB_CHECKPOINT_SECONDS
         self.started = time.monotonic()
         self.first_token: float | None = None
         self.step: Step | None = None
         self.usage = events.Usage()
+        self.next_index = next_index
+        self.replies: list[Message] = []
+        self.tool_calls: list[ToolCall] = []
+        self.model_calls: list[ModelCall] = []
+        self._final: tuple[Step, agent.ChatMessage, str | None] | None = None
+        """A last turn (no tool calls) waiting for the run's end, to be saved in one
+        transaction with it."""
 
     async def record(self, event: events.RunEvent) -> None:
         step = self.step
@@ -93,7 +105,11 @@ class Recorder:
                 await sync_to_async(self._save_model_call)(step, "", event.message)
             case events.TurnEnd(message, finish_reason) if step:
                 step.raw = event.raw or step.raw
-                await sync_to_async(self._save_turn)(step, message, finish_reason)
+                if message.tool_calls:
+                    await sync_to_async(self._save_turn)(step, message, finish_reason)
+                else:
+                    # The run ends right after a turn without tool calls: one transaction.
+                    self._final = (step, message, finish_reason)
             case events.ToolCallFinished(result) if step:
                 step.results[result.tool_call.id] = result
                 await sync_to_async(self._save_tool_result)(step, result)
@@ -115,12 +131,19 @@ class Recorder:
             reasoning="".join(step.reasoning) or None,
         )
 
+    def _append(self, messages: list[agent.ChatMessage]) -> list[Message]:
+        rows = transcripts.append_messages(
+            self.run.conversation, messages, run=self.run, start=self.next_index
+        )
+        if rows:
+            self.next_index = rows[-1].index + 1
+        return rows
+
     def _write_reply(self, step: Step, message: agent.ChatMessage) -> Message:
         """The step's reply row: the draft brought up to date, or a new row."""
         if step.draft is None:
-            (step.draft,) = transcripts.append_messages(
-                self.run.conversation, [message], run=self.run
-            )
+            (step.draft,) = self._append([message])
+            self.replies.append(step.draft)
             return step.draft
         for name, value in transcripts.message_fields(message).items():
             setattr(step.draft, name, value)
@@ -136,7 +159,7 @@ class Recorder:
 
     def _save_model_call(self, step: Step, finish_reason: str, error: str = "") -> None:
         now = time.monotonic()
-        ModelCall.objects.create(
+        model_call = ModelCall.objects.create(
             run=self.run,
             step=step.number,
             model=_fit(ModelCall, "model", str(step.request.get("model", self.run.model))),
@@ -156,15 +179,20 @@ class Recorder:
             duration=now - step.started,
             error=error,
         )
+        self.model_calls.append(model_call)
         step.model_call_saved = True
 
     @transaction.atomic
-    def _save_turn(self, step: Step, message: agent.ChatMessage, finish_reason: str | None) -> None:
+    def _save_turn(
+        self, step: Step, message: agent.ChatMessage, finish_reason: str | None, *, last: bool = False
+    ) -> None:
+        """The turn's reply, its model call and its tool calls; with `last`, the run's row is
+        left to `_finish`, which follows in the same transaction."""
         row = self._write_reply(step, message)
         if not step.model_call_saved:
             self._save_model_call(step, finish_reason or "")
         now = timezone.now()
-        ToolCall.objects.bulk_create(
+        calls = ToolCall.objects.bulk_create(
             ToolCall(
                 run=self.run,
                 message=row,
@@ -177,31 +205,38 @@ class Recorder:
             )
             for position, call in enumerate(message.tool_calls)
         )
+        self.tool_calls.extend(calls)
         step.message, step.calls = row, list(message.tool_calls)
         step.text.clear()
         step.reasoning.clear()
         self.run.steps = step.number
-        self._save_usage(["steps"])
+        if not last:
+            self._save_usage(["steps"])
 
     @transaction.atomic
     def _save_tool_result(self, step: Step, result: events.ToolResult) -> None:
+        fields = {
+            "status": result.status,
+            "result": result.content,
+            "error": result.error or "",
+            "finished_at": timezone.now(),
+            "duration": result.duration,
+            "server": _fit(ToolCall, "server", result.source),
+            "raw_result": result.raw,
+            "failure": result.failure,
+        }
         ToolCall.objects.filter(
             run=self.run, message=step.message, call_id=result.tool_call.id
-        ).update(
-            status=result.status,
-            result=result.content,
-            error=result.error or "",
-            finished_at=timezone.now(),
-            duration=result.duration,
-            server=_fit(ToolCall, "server", result.source),
-            raw_result=result.raw,
-            failure=result.failure,
-        )
+        ).update(**fields)
+        message_id = step.message.pk if step.message is not None else None
+        for row in self.tool_calls:
+            if row.message_id == message_id and row.call_id == result.tool_call.id:
+                for name, value in fields.items():
+                    setattr(row, name, value)
         if len(step.results) == len(step.calls):
             # Replies are stored in call order once the whole round is in, whatever order the
             # tools finished in; until then the transcript ends on the assistant's tool_calls.
-            replies = [step.results[call.id].message for call in step.calls]
-            transcripts.append_messages(self.run.conversation, replies, run=self.run)
+            self._append([step.results[call.id].message for call in step.calls])
 
     def _save_usage(self, extra_fields: list[str]) -> None:
         self.run.prompt_tokens = self.usage.prompt_tokens
@@ -219,8 +254,16 @@ class Recorder:
             ]
         )
 
+    def _save_final(self) -> None:
+        """Save the last turn held back for the run's end (call inside its transaction)."""
+        if self._final is not None:
+            step, message, finish_reason = self._final
+            self._final = None
+            self._save_turn(step, message, finish_reason, last=True)
+
     @transaction.atomic
     def _finish(self, status: str, error: str, steps: int) -> None:
+        self._save_final()
         self.run.status = status
         self.run.error = error
         self.run.steps = max(self.run.steps, steps)
@@ -228,6 +271,18 @@ class Recorder:
         self.run.finished_at = timezone.now()
         self._save_usage(["status", "error", "steps", "duration", "finished_at"])
         Conversation.objects.filter(pk=self.run.conversation_id).update(updated_at=timezone.now())
+
+    def turn(self, user: Message | None) -> Turn:
+        """The finished run's turn from the rows written here, as `turn_for_run` would read
+        them back (a run that just ended has no annotations yet)."""
+        replies = [row for row in self.replies if row.role == Message.Role.ASSISTANT]
+        return Turn(
+            user=user,
+            run=self.run,
+            replies=replies,
+            tool_calls=list(self.tool_calls),
+            model_calls=list(self.model_calls),
+        )
 
     async def stop(self, status: str, error: str) -> events.RunFinished:
         """End the run early (cancel, internal error), keeping what streamed, history valid."""
@@ -241,6 +296,7 @@ class Recorder:
 
     @transaction.atomic
     def _stop(self, status: str, error: str) -> None:
+        self._save_final()
         step = self.step
         if step is not None and step.message is None and (step.text or step.reasoning):
             self._write_reply(step, self._partial(step))
@@ -257,15 +313,21 @@ class Recorder:
                 )
                 for call in step.calls
             ]
-            transcripts.append_messages(self.run.conversation, replies, run=self.run)
-        ToolCall.objects.filter(run=self.run).in_progress().update(
-            status=ToolCallStatus.CANCELLED
+            self._append(replies)
+        ended = {
+            "status": ToolCallStatus.CANCELLED
             if status == RunStatus.CANCELLED
             else ToolCallStatus.FAILED,
-            error=error,
-            finished_at=timezone.now(),
-        )
+            "error": error,
+            "finished_at": timezone.now(),
+        }
+        ToolCall.objects.filter(run=self.run).in_progress().update(**ended)
+        for row in self.tool_calls:
+            if row.is_active:
+                for name, value in ended.items():
+                    setattr(row, name, value)
         transcripts.repair_conversation(
             self.run.conversation, reason=error.rstrip("."), run=self.run
         )
+        self.next_index = None  # the repair may have added or removed messages
         self._finish(status, error, self.run.steps)
