@@ -257,7 +257,7 @@ class RunPublisher:
             return await database_sync_to_async(turn_for_run)(self.run)
         turn = self.recorded(self.user_message)
         if self.new_version and turn.start is not None:
-            # Only a new version's turn has versions at its start ("‹ 2 / 3 ›").
+            # Only a new version's turn has versions at its start (the version switcher).
             points = await database_sync_to_async(versions.points)(self.run.conversation)
             turn.point = points.get(turn.start.index)
         return turn

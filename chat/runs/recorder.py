@@ -184,7 +184,12 @@ class Recorder:
 
     @transaction.atomic
     def _save_turn(
-        self, step: Step, message: agent.ChatMessage, finish_reason: str | None, *, last: bool = False
+        self,
+        step: Step,
+        message: agent.ChatMessage,
+        finish_reason: str | None,
+        *,
+        last: bool = False,
     ) -> None:
         """The turn's reply, its model call and its tool calls; with `last`, the run's row is
         left to `_finish`, which follows in the same transaction."""
