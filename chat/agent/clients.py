@@ -26,7 +26,7 @@ from .http import (
     ssl_context,
 )
 from .messages import ChatMessage, EmptyContent
-from .redaction import looks_secret, redact_text
+from .redaction import longest_first, looks_secret, replace_secrets
 from .stream import ChatCompletionStreamParser
 from .tools import ToolDefinition
 from .wire import WireFormat, build_request_body
@@ -102,6 +102,7 @@ class OpenAICompatibleChatClient:
             if looks_secret(name):
                 self._secrets.add(value.removeprefix("Bearer ").strip())
         self._secrets.discard("")
+        self._ordered_secrets = longest_first(self._secrets)
         self._timeout = httpx.Timeout(
             connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout
         )
@@ -327,7 +328,7 @@ class OpenAICompatibleChatClient:
         return self._redact(text)
 
     def _redact(self, text: str) -> str:
-        return redact_text(text, self._secrets)
+        return replace_secrets(text, self._ordered_secrets)
 
 
 def _streamed_chars(parser: ChatCompletionStreamParser) -> int:

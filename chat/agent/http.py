@@ -3,13 +3,16 @@ message, answers that ignored `stream`, and base URLs that carry credentials."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import math
 import ssl
+import weakref
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
+from http.cookiejar import DefaultCookiePolicy
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit, urlunsplit
 
@@ -46,6 +49,34 @@ def retry_wait(headers: Mapping[str, str], *, retry: int, backoff: float, max_wa
 def ssl_context() -> ssl.SSLContext:
     """One TLS context for every client: loading the CA bundle costs ~20 ms of CPU each time."""
     return httpx.create_ssl_context()
+
+
+_SHARED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def shared_client() -> httpx.AsyncClient | None:
+    """The running event loop's HTTP client for providers: one connection pool per process
+    (None outside an event loop: the caller's client then makes its own).
+
+    A run then reuses a kept-alive connection to its provider (no TCP and TLS handshake per run)
+    instead of building a client and opening a connection of its own. No limit on connections:
+    a stream holds one for its whole length, and 200 of them must not queue. It keeps no
+    cookies, so nothing one provider response set is sent along with another user's request.
+    """
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+    client = _SHARED.get(loop)
+    if client is None or client.is_closed:
+        client = _SHARED[loop] = httpx.AsyncClient(
+            verify=ssl_context(),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
+        )
+        client.cookies.jar.set_policy(DefaultCookiePolicy(allowed_domains=[]))
+    return client
 
 
 def split_base_url(base_url: str) -> tuple[str, httpx.QueryParams, set[str]]:

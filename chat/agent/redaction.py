@@ -29,10 +29,22 @@ def looks_secret(name: str) -> bool:
     return any(hint in lowered for hint in SECRET_HINTS)
 
 
+def longest_first(secrets: Iterable[str]) -> tuple[str, ...]:
+    """The distinct secrets in the order they are replaced: a key that holds another goes first."""
+    return tuple(sorted({s for s in secrets if s}, key=len, reverse=True))
+
+
 def redact_text(text: str, secrets: Iterable[str]) -> str:
     """`text` with every occurrence of each secret replaced, longest first."""
-    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
-        text = text.replace(secret, REDACTED)
+    return replace_secrets(text, longest_first(secrets))
+
+
+def replace_secrets(text: str, ordered: tuple[str, ...]) -> str:
+    """`redact_text` with the secrets already in `longest_first` order (once per client, not
+    once per streamed line)."""
+    for secret in ordered:
+        if secret in text:
+            text = text.replace(secret, REDACTED)
     return text
 
 

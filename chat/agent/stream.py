@@ -66,6 +66,14 @@ class ChatCompletionStreamParser:
 
     def feed_line(self, line: str) -> list[StreamItem]:
         """Feed one SSE line (without its newline); returns the items it completes."""
+        if line.startswith("data: {") and not self._data:
+            # The common case, one JSON object per event, without the general path's steps.
+            try:
+                chunk = json.loads(line[6:])
+            except ValueError:
+                pass
+            else:
+                return self.feed_chunk(chunk)
         line = line.rstrip("\r")
         if not line:
             if self._data:

@@ -23,6 +23,8 @@ class RecordedRequest:
     headers: dict[str, str]
     body: Any
     raw: bytes
+    peer: tuple[str, int] = ("", 0)
+    """The client's address and port: one per connection."""
 
 
 @dataclass(frozen=True)

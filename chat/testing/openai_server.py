@@ -214,7 +214,9 @@ class FakeOpenAIServer:
         except ValueError:
             body = None
         headers = {name.lower(): value for name, value in handler.headers.items()}
-        request = RecordedRequest(handler.command, handler.path, headers, body, raw)
+        request = RecordedRequest(
+            handler.command, handler.path, headers, body, raw, handler.client_address[:2]
+        )
         with self._lock:
             self.requests.append(request)
         return request

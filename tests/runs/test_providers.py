@@ -29,7 +29,7 @@ from chat.runs.providers import (
     read_key,
 )
 from chat.testing import factories as make
-from chat.testing.openai_script import text_turn
+from chat.testing.openai_script import MODEL, text_turn
 from chat.testing.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db
@@ -283,3 +283,23 @@ def test_the_status_of_a_variable_that_is_not_allowed_says_nothing_of_it(
     assert key_status("MISTRAL_TEST_KEY") is KeyStatus.SET
     assert key_status("UNSET_TEST_KEY") is KeyStatus.UNSET
     assert key_status("") is KeyStatus.NONE
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_runs_share_a_kept_alive_connection_and_no_cookies(
+    fake_openai: FakeOpenAIServer,
+) -> None:
+    """One connection pool per process: the second run reuses the first one's connection,
+    and a cookie the provider set is not sent back (with another user's request, say)."""
+    fake_openai.enqueue(
+        text_turn("first").but(headers=(("Set-Cookie", "tracker=abc; Path=/"),)),
+        text_turn("second"),
+    )
+    with override_settings(OPENAI_BASE_URL=fake_openai.base_url, AGENTLAB_MODEL=MODEL):
+        made = await make.aconversation()
+        for content in ("one", "two"):
+            run = await (await make.start_as_owner(made, content)).task
+            assert run.status == "completed"
+    first, second = fake_openai.requests
+    assert first.peer == second.peer
+    assert "cookie" not in second.headers
