@@ -16,14 +16,15 @@ from .contracts import AgentParameters
 from .errors import ChatClientError, ProviderConnectionError, ProviderHTTPError, StreamError
 from .events import ModelRequestSent, StreamItem
 from .http import (
+    borrow_client,
     clip,
     completion_as_chunk,
     display_url,
+    give_back,
     is_json,
     provider_message,
     retry_wait,
     split_base_url,
-    ssl_context,
 )
 from .messages import ChatMessage, EmptyContent
 from .redaction import longest_first, looks_secret, replace_secrets
@@ -107,9 +108,7 @@ class OpenAICompatibleChatClient:
             connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout
         )
         self._owns_client = http_client is None
-        self._client = (
-            http_client if http_client is not None else httpx.AsyncClient(verify=ssl_context())
-        )
+        self._client = http_client if http_client is not None else borrow_client()
 
     @property
     def empty_content(self) -> EmptyContent:
@@ -130,7 +129,8 @@ class OpenAICompatibleChatClient:
 
     async def aclose(self) -> None:
         if self._owns_client:
-            await self._client.aclose()
+            self._owns_client = False
+            await give_back(self._client)
 
     async def stream(
         self,

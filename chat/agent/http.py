@@ -51,32 +51,50 @@ def ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-_SHARED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+KEPT_CLIENTS = 64
+"""Idle HTTP clients an event loop keeps for its next streams (each with its kept-alive
+connection to a provider)."""
+_IDLE: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def shared_client() -> httpx.AsyncClient | None:
-    """The running event loop's HTTP client for providers: one connection pool per process
-    (None outside an event loop: the caller's client then makes its own).
-
-    A run then reuses a kept-alive connection to its provider (no TCP and TLS handshake per run)
-    instead of building a client and opening a connection of its own. No limit on connections:
-    a stream holds one for its whole length, and 200 of them must not queue. It keeps no
-    cookies, so nothing one provider response set is sent along with another user's request.
-    """
+def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
-        loop = asyncio.get_running_loop()
+        return asyncio.get_running_loop()
     except RuntimeError:
         return None
-    client = _SHARED.get(loop)
-    if client is None or client.is_closed:
-        client = _SHARED[loop] = httpx.AsyncClient(
-            verify=ssl_context(),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
-        )
-        client.cookies.jar.set_policy(DefaultCookiePolicy(allowed_domains=[]))
+
+
+def borrow_client() -> httpx.AsyncClient:
+    """An HTTP client for one model client's streams: one this event loop kept, else a new one.
+
+    A kept client's connection to the provider is still open, so a run skips the TCP and TLS
+    handshakes. Each stream gets a client of its own rather than one pool for all: httpcore
+    scans every connection of a pool on each request, and 200 streams on one pool cost more
+    than a client each. A client keeps no cookies: it serves other users' runs later.
+    """
+    loop = _running_loop()
+    idle = _IDLE.get(loop) if loop is not None else None
+    while idle:
+        client = idle.pop()
+        if not client.is_closed:
+            return client
+    client = httpx.AsyncClient(verify=ssl_context())
+    client.cookies.jar.set_policy(DefaultCookiePolicy(allowed_domains=[]))
     return client
+
+
+async def give_back(client: httpx.AsyncClient) -> None:
+    """Keep a borrowed client for the next stream of this event loop, or close it when
+    KEPT_CLIENTS are kept already."""
+    loop = _running_loop()
+    if loop is not None and not client.is_closed:
+        idle = _IDLE.setdefault(loop, [])
+        if len(idle) < KEPT_CLIENTS:
+            idle.append(client)
+            return
+    await client.aclose()
 
 
 def split_base_url(base_url: str) -> tuple[str, httpx.QueryParams, set[str]]:

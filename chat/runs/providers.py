@@ -19,7 +19,6 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, NullIf
 
 from chat.agent.clients import ChatClient, OpenAICompatibleChatClient
-from chat.agent.http import shared_client
 from chat.agent.messages import EmptyContent
 from chat.agent.scripted import SCRIPTED_LABEL, SCRIPTED_MODEL, ScriptedChatClient
 from chat.agent.wire import WireFormat
@@ -201,7 +200,6 @@ def build_client(target: Endpoint, *, api_key: str | None = None) -> ChatClient:
         api_key=api_key or target.api_key(),
         model=target.model,
         wire=target.wire,
-        http_client=shared_client(),
     )
 
 
