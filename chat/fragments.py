@@ -111,6 +111,11 @@ class RunPublisher:
         """The finished turn from the rows the run wrote (Recorder.turn); without it, the
         finished turn is read back from the database."""
 
+    def read_due(self) -> float:
+        """When the run's provider stream need next be read (chat.agent.http.READ_PACING):
+        at the next frame, once the first one with text is out; at once before that."""
+        return self._last_flush + self.interval if self._last_flush else 0.0
+
     async def __call__(self, run: Run, event: events.RunEvent) -> None:
         if isinstance(event, events.RunStarted):
             # Rendered and sent from a task of its own, so that the runtime sends the provider

@@ -24,6 +24,7 @@ from chat import agent, transcripts
 from chat.agent import events
 from chat.agent.clients import ChatClient
 from chat.agent.contracts import validation_text
+from chat.agent.http import READ_PACING
 from chat.agent.runtime import DebugRuntime
 from chat.fragments import RunPublisher
 from chat.models import Conversation, Message, Run, RunStatus, title_from
@@ -282,6 +283,9 @@ async def execute_run(
     recorder = Recorder(run, next_index=next_index)
     if publisher is not None:
         publisher.recorded = recorder.turn
+        # This task's provider reads wait for the publisher's next frame (set in the run's own
+        # context: nothing else is paced).
+        READ_PACING.set(publisher.read_due)
     own_tools = runtime is not None
     runtime = runtime or DebugRuntime(client=client)
 

@@ -1,10 +1,11 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from typing import Any
@@ -21,7 +22,7 @@ from chat.agent.errors import (
     StreamError,
 )
 from chat.agent.events import ModelRequestSent, StreamItem, TextDelta, TurnEnd, Usage
-from chat.agent.http import retry_wait
+from chat.agent.http import READ_PACING, retry_wait
 from chat.agent.messages import ChatMessage, EmptyContent, ToolCall
 from chat.agent.tools import ToolDefinition
 from chat.agent.wire import WireFormat, build_request_body
@@ -109,6 +110,57 @@ async def test_deltas_are_yielded_as_they_arrive(
 
     first_delta = next(at for item, at in arrivals if isinstance(item, TextDelta))
     assert arrivals[-1][1] - first_delta > 0.06
+
+
+async def paced_arrivals(
+    client: OpenAICompatibleChatClient, pacing: Callable[[], float] | None
+) -> list[float]:
+    """When each text delta arrived, reading with READ_PACING set to `pacing`."""
+    arrivals: list[float] = []
+
+    async def read() -> None:
+        if pacing is not None:
+            READ_PACING.set(pacing)
+        async for item in client.stream(HELLO):
+            if isinstance(item, TextDelta):
+                arrivals.append(time.monotonic())
+
+    await asyncio.create_task(read())
+    return arrivals
+
+
+def batches(arrivals: list[float]) -> int:
+    """Groups of deltas that arrived together (within 3 ms of the previous one)."""
+    return 1 + sum(1 for before, after in itertools.pairwise(arrivals) if after - before > 0.003)
+
+
+async def test_a_trickling_stream_is_read_once_per_frame_when_paced(
+    fake_openai: FakeOpenAIServer, client: OpenAICompatibleChatClient
+) -> None:
+    """With READ_PACING, a model sending a token every 10 ms is read every 50 ms (each read
+    takes the tokens that came meanwhile); without, every token is read on its own. The
+    first token is never held back."""
+    text = "abcdefghijklmnopqrstuvwxyz0123"
+    fake_openai.enqueue(
+        text_turn(text, chunk_size=1).but(chunk_delay=0.01),
+        text_turn(text, chunk_size=1).but(chunk_delay=0.01),
+    )
+    free = await paced_arrivals(client, None)
+    started = time.monotonic()
+    first: list[float] = []
+
+    def pacing() -> float:
+        # As the publisher does: the next frame is 50 ms after the first text.
+        now = time.monotonic()
+        if not first:
+            first.append(now)
+        return first[0] + 0.05 * (1 + int((now - first[0]) / 0.05))
+
+    paced = await paced_arrivals(client, pacing)
+    assert len(free) == len(paced) == len(text)
+    assert batches(free) >= len(text) - 3
+    assert batches(paced) <= len(text) // 3
+    assert paced[0] - started < 0.1  # the first token: headers, then at once
 
 
 async def test_request_goes_to_chat_completions_with_the_bearer_key(
