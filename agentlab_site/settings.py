@@ -6,6 +6,7 @@ import os
 import secrets
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 import django_stubs_ext
@@ -136,29 +137,31 @@ else:
         }
     }
 
-if redis_url := os.environ.get("REDIS_URL"):
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {
-                "hosts": [
-                    {
-                        "address": redis_url,
-                        # redis-py caps a pool at 100 connections; many sockets closing at once
-                        # need more.
-                        "max_connections": 1_000,
-                        # redis-py 8 gives up on a read after 5 s, exactly as long as the layer's
-                        # blocking receive waits: every socket idle for 5 s crashed.
-                        "socket_timeout": 30,
-                        "socket_connect_timeout": 5,
-                    }
-                ],
-                # Every socket of a process shares one Redis list: the default of 100 messages
-                # drops frames silently under a burst of runs.
-                "capacity": 10_000,
-            },
-        }
+
+def redis_channel_layer(url: str) -> dict[str, Any]:
+    """The channel layer of several processes: Redis pub/sub.
+
+    A group send is one PUBLISH, and each process reads the frames of all its sockets from one
+    subscription (the list-based layer popped one message per round trip). Nothing is stored:
+    a frame reaches the processes subscribed when it is published, so there is no capacity to
+    size, and a process that is reconnecting misses frames (a run's last frame carries its
+    whole reply). The subscription's reads pass their own short timeout, so redis-py's defaults
+    suit it: 5 s for a command, and a pool the layer takes two connections of (it publishes
+    one message at a time).
+    """
+    from redis.connection import parse_url  # only a Redis site pays for the import
+
+    # Pub/sub ignores the database number: it goes into the channel names, so that sites
+    # sharing a Redis server on different databases do not hear each other.
+    database = parse_url(url).get("db", 0)
+    return {
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {"hosts": [url], "prefix": f"agentlab.{database}."},
     }
+
+
+if redis_url := os.environ.get("REDIS_URL"):
+    CHANNEL_LAYERS = {"default": redis_channel_layer(redis_url)}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "chat.layers.LocalChannelLayer"}}
 

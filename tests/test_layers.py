@@ -7,12 +7,26 @@ import asyncio
 import pytest
 from channels.layers import get_channel_layer
 
+from agentlab_site.settings import redis_channel_layer
 from chat import layers
 from chat.layers import LocalChannelLayer
 
 
 def test_the_site_uses_it() -> None:
     assert isinstance(get_channel_layer(), LocalChannelLayer)
+
+
+def test_with_redis_the_site_uses_pub_sub_with_the_database_in_its_names() -> None:
+    """Redis pub/sub ignores the database number; sites on two databases must not mix."""
+    assert redis_channel_layer("redis://cache.internal:6379/3") == {
+        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "CONFIG": {"hosts": ["redis://cache.internal:6379/3"], "prefix": "agentlab.3."},
+    }
+    prefixes = [
+        redis_channel_layer(url)["CONFIG"]["prefix"]
+        for url in ["redis://cache:6379", "redis://cache:6379/0", "unix:///run/redis.sock?db=6"]
+    ]
+    assert prefixes == ["agentlab.0.", "agentlab.0.", "agentlab.6."]
 
 
 async def test_a_group_send_reaches_every_member_in_order() -> None:

@@ -245,12 +245,12 @@ async def listen_for_stop(eval_run_id: int, task: asyncio.Task[Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
         return
-    # The default prefix, as runs' control channel takes (chat/runs/control.py says why).
     channel = await layer.new_channel()
     group = control_group(eval_run_id)
     await layer.group_add(group, channel)
     try:
         while True:
+            # No timeout on this read (chat/runs/control.py's listen says why).
             message = await layer.receive(channel)
             if message.get("type") == STOP and not task.cancelling():
                 task.cancel()

@@ -36,14 +36,14 @@ async def listen(run: Run, task: asyncio.Task[Any] | None, publisher: RunPublish
     layer = get_channel_layer()
     if layer is None or task is None:
         return
-    # The default prefix: channels_redis reads all of a process's channels of one prefix with
-    # a single blocking pop, so a prefix of its own would hold that read for the whole run and
-    # starve the sockets on this process.
     channel = await layer.new_channel()
     group = control_group(run.conversation_id)
     await layer.group_add(group, channel)
     try:
         while True:
+            # No timeout on this read: Redis pub/sub unsubscribes a channel whose receive is
+            # cancelled, and drops what is sent to it until the next receive. Cancelling it is
+            # how the channel ends, with the run.
             message = await layer.receive(channel)
             if message.get("type") == "run.cancel" and not task.cancelling():
                 task.cancel()

@@ -1,19 +1,24 @@
 from __future__ import annotations
 
 import asyncio
+import html
 import json
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import httpx
 import pytest
 import websockets
 
+from chat.consumers import CLOSE_NOT_FOUND
 from chat.testing.processes import DaphneServer
 from chat.testing.site import Site
 from chat.testing.sockets import DONE, streamed_text
 
 pytestmark = pytest.mark.scaleout
 Sockets = tuple[websockets.ClientConnection, websockets.ClientConnection]
+REASONING = re.compile(r'-reasoning" hx-swap-oob="beforeend">(.*?)</span>', re.S)
 
 
 @asynccontextmanager
@@ -79,7 +84,8 @@ def test_a_socket_on_one_process_watches_a_run_started_through_another(site: Sit
 def test_a_socket_on_the_runs_own_process_streams_while_the_run_is_in_progress(
     site: Site,
 ) -> None:
-    """The run's control channel must not hold the process's channel reads for the whole run."""
+    """The run's control channel must not hold the process's channel reads for the whole run
+    (it did with the list-based Redis layer and a prefix of its own)."""
     session, conversation = user_and_conversation(site, "barbara")
 
     async def scenario() -> list[tuple[float, str]]:
@@ -101,8 +107,9 @@ def test_a_socket_on_the_runs_own_process_streams_while_the_run_is_in_progress(
     assert "Slow lookup" in arrivals[-1][1]
 
 
-def test_a_socket_idle_for_longer_than_the_layers_blocking_read_still_works(site: Site) -> None:
-    """The layer blocks 5 s per read on Redis; a 5 s client read timeout used to crash sockets."""
+def test_a_socket_idle_for_longer_than_redis_pys_read_timeout_still_works(site: Site) -> None:
+    """redis-py 8 ends a read after 5 s by default: a layer read that waits longer for the next
+    message must not crash the socket (the list-based layer's blocking read did)."""
     session, conversation = user_and_conversation(site, "edsger")
 
     async def scenario() -> str:
@@ -113,6 +120,85 @@ def test_a_socket_idle_for_longer_than_the_layers_blocking_read_still_works(site
                 return (await frames_until(on_a, DONE))[-1]
 
     assert "still there?" in asyncio.run(scenario())
+
+
+def test_a_reply_streamed_by_one_process_reaches_the_other_complete_and_in_order(
+    site: Site,
+) -> None:
+    session, conversation = user_and_conversation(site, "hedy")
+    prompt = "Repeat after me " + " ".join(f"word{n}" for n in range(25))
+
+    async def scenario() -> tuple[list[str], list[str]]:
+        async with on_two_processes(site, session, conversation) as (on_a, on_b):
+            await send(on_b, prompt)
+            return await frames_until(on_a, DONE), await frames_until(on_b, DONE)
+
+    on_a, on_b = asyncio.run(scenario())
+    [(reply,)] = site.sql(
+        f"select content from chat_message where conversation_id = {conversation} "
+        "and role = 'assistant'"
+    )
+    assert "word24" in reply
+    assert html.unescape(streamed_text(on_a)) == reply == html.unescape(streamed_text(on_b))
+
+
+def test_a_socket_opened_mid_run_on_another_process_catches_up(site: Site) -> None:
+    """The run's process answers the catch-up request with a snapshot sent to the new socket's
+    own channel, in its place among the group's frames: nothing missing, nothing twice."""
+    session, conversation = user_and_conversation(site, "katherine")
+
+    async def scenario() -> tuple[list[str], list[str]]:
+        with site.daphne() as a, site.daphne() as b:
+            async with socket(b, session, conversation) as on_b:
+                await send(on_b, "please do a slow lookup")
+                seen_on_b = await frames_until(on_b, "Looking up: Slow lookup")
+                async with socket(a, session, conversation) as late:
+                    frames = await frames_until(late, DONE)
+                return seen_on_b + await frames_until(on_b, DONE), frames
+
+    on_b, late = asyncio.run(scenario())
+    snapshot, *after = late
+    assert 'class="message assistant streaming"' in snapshot
+    assert "Looking up: Slow lookup" in snapshot
+    caught_up = re.search(r'id="reply-\d+-reasoning">(.*?)</div>', snapshot, re.S)
+    assert caught_up and "the tools answer that better" in caught_up.group(1)
+    assert caught_up.group(1) == "".join(REASONING.findall("".join(on_b)))
+    replies = site.sql(
+        f"select content from chat_message where conversation_id = {conversation} "
+        "and role = 'assistant' order by index"
+    )
+    assert replies[-1][0].startswith("Here is what the tools said")
+    assert html.unescape(streamed_text(after)) == replies[-1][0]
+    assert "Slow lookup" in after[-1]
+
+
+def test_unsharing_through_one_process_closes_a_readers_socket_on_the_other(site: Site) -> None:
+    owner, conversation = user_and_conversation(site, "ada_lovelace")
+    reader, _ = site.make_conversations(0, "bob")
+
+    async def share(server: DaphneServer, on: bool) -> None:
+        async with httpx.AsyncClient(base_url=server.url, cookies={"sessionid": owner}) as http:
+            await http.get(f"/c/{conversation}/")
+            response = await http.post(
+                f"/c/{conversation}/share/",
+                data={"shared": "on"} if on else {},
+                headers={"X-CSRFToken": http.cookies["csrftoken"]},
+            )
+            assert response.status_code == 302
+
+    async def scenario() -> tuple[str, int | None]:
+        with site.daphne() as a, site.daphne() as b:
+            await share(b, on=True)
+            async with socket(a, reader, conversation) as on_a:
+                await share(b, on=False)
+                notice = str(await asyncio.wait_for(on_a.recv(), 5))
+                with pytest.raises(websockets.ConnectionClosed):
+                    await asyncio.wait_for(on_a.recv(), 5)
+                return notice, on_a.close_code
+
+    notice, code = asyncio.run(scenario())
+    assert "The owner stopped sharing this conversation." in notice
+    assert code == CLOSE_NOT_FOUND
 
 
 def test_stop_from_one_process_ends_a_run_owned_by_another(site: Site) -> None:
