@@ -32,6 +32,10 @@ from chat.turns import Turn, conversation_turns, turn_for_run
 logger = logging.getLogger(__name__)
 TEMPLATE = "chat/conversation.html"
 FLUSH_INTERVAL = 0.04
+BUSY_FLUSH_INTERVAL = 0.08
+"""The frame interval once BUSY_STREAMS runs of this process stream at once (see frame_interval)."""
+QUIET_STREAMS = 10
+BUSY_STREAMS = 100
 OPENING_WAIT = 0.025
 
 
@@ -78,8 +82,26 @@ class LiveState:
         return ", ".join(humanize(name) for name in self.running.values())
 
 
+def frame_interval(base: float, streams: int) -> float:
+    """The time between two text frames of a run while `streams` runs of the process stream.
+
+    A frame costs the process about the same however many words it carries, and so does every
+    read of a provider stream (reads are paced to frames). With many runs streaming, the loop
+    is the bottleneck: `base` up to QUIET_STREAMS, then longer frames, up to
+    BUSY_FLUSH_INTERVAL at BUSY_STREAMS, so that every stream keeps up with its model. 80 ms
+    is still smooth to read, and under the 100 ms a reader sees as a stutter.
+    """
+    if streams <= QUIET_STREAMS or base >= BUSY_FLUSH_INTERVAL:
+        return base
+    share = min(1.0, (streams - QUIET_STREAMS) / (BUSY_STREAMS - QUIET_STREAMS))
+    return base + (BUSY_FLUSH_INTERVAL - base) * share
+
+
 class RunPublisher:
     """Listener that turns one run's events into fragments for the conversation's group."""
+
+    streaming = 0
+    """Runs of this process between their first frame and their last (see frame_interval)."""
 
     def __init__(
         self,
@@ -96,7 +118,8 @@ class RunPublisher:
         self.new_version = new_version
         self.group = group_name(run.conversation_id)
         self.layer = get_channel_layer()
-        self.interval = interval
+        self.base_interval = interval
+        self._counted = False
         self.state = LiveState()
         self.frames = 0
         self._pending: list[tuple[str, str]] = []
@@ -111,6 +134,19 @@ class RunPublisher:
         """The finished turn from the rows the run wrote (Recorder.turn); without it, the
         finished turn is read back from the database."""
 
+    @property
+    def interval(self) -> float:
+        return frame_interval(self.base_interval, RunPublisher.streaming)
+
+    def _count(self, streaming: bool) -> None:
+        if streaming != self._counted:
+            self._counted = streaming
+            RunPublisher.streaming += 1 if streaming else -1
+
+    def close(self) -> None:
+        """The run is over, whether or not it told RunFinished (a run deleted meanwhile)."""
+        self._count(False)
+
     def read_due(self) -> float:
         """When the run's provider stream need next be read (chat.agent.http.READ_PACING):
         at the next frame, once the first one with text is out; at once before that."""
@@ -118,10 +154,13 @@ class RunPublisher:
 
     async def __call__(self, run: Run, event: events.RunEvent) -> None:
         if isinstance(event, events.RunStarted):
+            self._count(True)
             # Rendered and sent from a task of its own, so that the runtime sends the provider
             # request meanwhile instead of after it; every later frame waits for this one.
             self._opening = asyncio.ensure_future(self._open())
             return
+        if isinstance(event, events.RunFinished):
+            self._count(False)
         if isinstance(event, events.ToolCallStarted | events.TurnEnd | events.RunFinished):
             self._first_output.set()
         if isinstance(event, events.TextDelta | events.ReasoningDelta):

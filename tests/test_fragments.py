@@ -10,7 +10,13 @@ from channels.layers import get_channel_layer
 
 from chat import agent, fragments
 from chat.agent import events
-from chat.fragments import RunPublisher
+from chat.fragments import (
+    BUSY_FLUSH_INTERVAL,
+    BUSY_STREAMS,
+    QUIET_STREAMS,
+    RunPublisher,
+    frame_interval,
+)
 from chat.models import Conversation, Message, Run
 from chat.turns import Turn
 
@@ -157,3 +163,10 @@ def test_a_failed_calls_live_pill_says_why_and_so_does_the_catch_up_snapshot() -
         "live-reply", {"turn": Turn(user=None, run=run), "live": publisher.state}
     )
     assert pill in snapshot
+
+
+def test_frames_grow_longer_while_many_runs_stream() -> None:
+    assert frame_interval(0.04, 1) == frame_interval(0.04, QUIET_STREAMS) == 0.04
+    assert 0.04 < frame_interval(0.04, (QUIET_STREAMS + BUSY_STREAMS) // 2) < BUSY_FLUSH_INTERVAL
+    assert frame_interval(0.04, BUSY_STREAMS) == frame_interval(0.04, 1_000) == BUSY_FLUSH_INTERVAL
+    assert frame_interval(0.2, 1_000) == 0.2  # a longer interval of the caller's is kept

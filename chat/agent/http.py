@@ -8,6 +8,7 @@ import contextvars
 import functools
 import json
 import math
+import select
 import ssl
 import time
 import weakref
@@ -54,7 +55,7 @@ def ssl_context() -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-KEPT_CLIENTS = 64
+KEPT_CLIENTS = 256
 """Idle HTTP clients an event loop keeps for its next streams (each with its kept-alive
 connection to a provider)."""
 _IDLE: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = (
@@ -85,16 +86,26 @@ class PacedStream(httpcore.AsyncNetworkStream):
     def __init__(self, inner: httpcore.AsyncNetworkStream) -> None:
         self._inner = inner
         self._trickles = False
+        self._socket = inner.get_extra_info("socket")
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:  # noqa: ASYNC109
         pacing = READ_PACING.get()
         if pacing is not None and self._trickles:
             delay = pacing() - time.monotonic()
-            if delay > 0 and not self._inner.get_extra_info("is_readable"):
+            if delay > 0 and not self._readable():
                 await asyncio.sleep(delay)
         data = await self._inner.read(max_bytes, timeout)
         self._trickles = len(data) < TRICKLE_BYTES
         return data
+
+    def _readable(self) -> bool:
+        """Whether data (or the end) waits in the socket (asking anyio costs a dict per call)."""
+        try:
+            poller = select.poll()
+            poller.register(self._socket, select.POLLIN)
+            return bool(poller.poll(0))
+        except (OSError, TypeError, ValueError):
+            return True  # no socket to ask: read, and let the read tell
 
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:  # noqa: ASYNC109
         self._trickles = False

@@ -341,6 +341,8 @@ async def execute_run(
     finally:
         heartbeat.cancel()
         controls.cancel()
+        if publisher is not None:
+            publisher.close()
         await client.aclose()
     if title_endpoint is not None:
         titles.propose_later(run, title_endpoint)

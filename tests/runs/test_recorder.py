@@ -16,7 +16,7 @@ from django.db import connection
 from chat import agent
 from chat.agent import events, history
 from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
-from chat.fragments import render
+from chat.fragments import RunPublisher, render
 from chat.models import Message, Run
 from chat.runs import liveness
 from chat.testing import factories as make
@@ -112,6 +112,7 @@ async def test_the_finished_frame_shows_what_a_reload_shows() -> None:
     page = await database_sync_to_async(reloaded)()
     assert "Get current time" in page and "<strong>noon</strong>" in page
     assert finished.startswith(page)
+    assert RunPublisher.streaming == 0  # the run no longer makes other runs' frames longer
 
 
 async def test_a_run_ends_with_its_last_turn_in_one_write_of_its_row() -> None:
