@@ -540,6 +540,16 @@ def render(report: dict[str, Any]) -> str:
         + (" — equal, checkpoints aside" if db["equal"] else " — NOT equal"),
         "  " + ", ".join(f"{k}: {v}" for k, v in db["runs"][0]["by_statement"].items()),
     ]
+    tls = report.get("provider_tls")
+    if tls:
+        parts += [
+            "",
+            "Provider connection over TLS (a local endpoint; CPU of the asking process per "
+            f"request, best of two rounds of {tls['requests']}): a new client and connection "
+            f"{_fmt(tls['new_connection_ms'], 2)} ms, a kept one "
+            f"{_fmt(tls['kept_connection_ms'], 2)} ms: {_fmt(tls['saved_ms'], 2)} ms saved per "
+            "run by the kept provider clients",
+        ]
     errors = [line for server in report["daphne"] for line in server["errors"]]
     if errors:
         logs = ", ".join(server["log"] for server in report["daphne"] if server.get("log"))

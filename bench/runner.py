@@ -40,6 +40,7 @@ from bench.provider import ProviderProcess, ReplySpec
 from bench.report import STUTTER_MS, default_json_path, evaluate, render, write_json
 from bench.site import open_site
 from bench.stats import check_tokens, total_checks, wall
+from bench.tls import measure as tls_measure
 from bench.wsdriver import RelayedReply, Target, relayed_round
 from chat.testing.processes import ROOT, DaphneServer
 from chat.testing.site import Site
@@ -348,6 +349,8 @@ class Bench:
             self.session, ids = self.site.make_conversations(self.conversations_needed())
             self.conversations = iter(ids)
             results["db_writes"] = self.db_writes()
+            self.log("provider connection over TLS: a new one per request against a kept one")
+            results["provider_tls"] = tls_measure(50 if options.quick else 200)
             for _ in range(2 if options.scaleout else 1):
                 self.servers.append(stack.enter_context(self.site.daphne()))
             self.meter = CpuMeter([server.pid for server in self.servers])

@@ -85,6 +85,9 @@ def test_bench_runs_end_to_end_and_reports_every_figure(tmp_path: Path) -> None:
         assert figures["runs"] == level["samples"] and figures["tokens"] == 50 * figures["runs"]
         assert figures["ms_per_run"] > 0 and figures["us_per_token"] > 0
     assert all(s["server_cpu"]["runs"] == 1 for s in report["coalescing"])
+    tls = report["provider_tls"]
+    assert tls["new_connection_ms"] > tls["kept_connection_ms"] > 0
+    assert "Provider connection over TLS" in result.stdout
     assert names["server CPU per relayed token, c=1"]["met"] is not None
 
 
