@@ -361,12 +361,17 @@ def evaluate(
     repeat: int = 1,
     continue_loop: bool = False,
     listeners: Sequence[ResultListener] = (),
+    concurrency: int = CONCURRENCY,
 ) -> EvalRun:
     """Create and run an evaluation to its end in a new event loop (the terminal's way)."""
     eval_run = create_eval_run(
         cases, chosen, user=user, case_set=case_set, repeat=repeat, continue_loop=continue_loop
     )
-    asyncio.run(run_eval(eval_run, cases, chosen, user=user, listeners=listeners))
+    asyncio.run(
+        run_eval(
+            eval_run, cases, chosen, user=user, listeners=listeners, concurrency=concurrency
+        )
+    )
     eval_run.refresh_from_db()
     return eval_run
 

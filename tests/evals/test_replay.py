@@ -78,7 +78,8 @@ def test_a_case_that_passes_and_one_that_fails(
         expected=decisions.expectation([("get_current_time", {"timezone": "Europe/Paris"})]),
     )
     fake_openai.enqueue(tool_turn([SEARCH], usage=(50, 7)), tool_turn([TIME]))
-    done = replay.evaluate([case, other], on(fake_openai), user=owner)
+    # One at a time: the provider answers in the order the requests arrive.
+    done = replay.evaluate([case, other], on(fake_openai), user=owner, concurrency=1)
     first, second = replay.results(done)
     assert (done.status, done.passed, done.failed, done.total) == ("completed", 1, 1, 2)
     assert first.verdict == ResultVerdict.PASSED, first.reason
