@@ -147,7 +147,8 @@ def redis_channel_layer(url: str) -> dict[str, Any]:
     size, and a process that is reconnecting misses frames (a run's last frame carries its
     whole reply). The subscription's reads pass their own short timeout, so redis-py's defaults
     suit it: 5 s for a command, and a pool the layer takes two connections of (it publishes
-    one message at a time).
+    one message at a time). `chat.redis_layer` has the layer, with a reader that starts as
+    soon as its process subscribes.
     """
     from redis.connection import parse_url  # only a Redis site pays for the import
 
@@ -155,7 +156,7 @@ def redis_channel_layer(url: str) -> dict[str, Any]:
     # sharing a Redis server on different databases do not hear each other.
     database = parse_url(url).get("db", 0)
     return {
-        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "BACKEND": "chat.redis_layer.PubSubChannelLayer",
         "CONFIG": {"hosts": [url], "prefix": f"agentlab.{database}."},
     }
 

@@ -19,7 +19,7 @@ def test_the_site_uses_it() -> None:
 def test_with_redis_the_site_uses_pub_sub_with_the_database_in_its_names() -> None:
     """Redis pub/sub ignores the database number; sites on two databases must not mix."""
     assert redis_channel_layer("redis://cache.internal:6379/3") == {
-        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "BACKEND": "chat.redis_layer.PubSubChannelLayer",
         "CONFIG": {"hosts": ["redis://cache.internal:6379/3"], "prefix": "agentlab.3."},
     }
     prefixes = [

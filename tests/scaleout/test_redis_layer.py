@@ -85,3 +85,33 @@ async def test_sites_on_two_redis_databases_do_not_hear_each_other(
         assert (await elsewhere.receive(theirs))["n"] == "theirs"
     finally:
         await elsewhere.flush()
+
+
+async def test_a_process_left_without_sockets_reads_the_next_one_at_once(
+    two: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """channels-redis' own reader sleeps 100 ms at a time while its process subscribes to
+    nothing (and on its first turn): the first frames to a socket opened there came late."""
+    polls: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay: float, *args: Any) -> Any:
+        if delay == 0.1:
+            polls.append(delay)
+        return await real_sleep(delay, *args)
+
+    monkeypatch.setattr(asyncio, "sleep", sleep)
+    runs_process, sockets_process = two
+    for number in range(3):
+        channel = await joined(sockets_process, REDIS)
+        await runs_process.group_send(GROUP, {"type": "x", "n": number})
+        assert (await sockets_process.receive(channel))["n"] == number
+        # The socket closes: its receive is cancelled, which unsubscribes its channel.
+        await sockets_process.group_discard(GROUP, channel)
+        waiting = asyncio.ensure_future(sockets_process.receive(channel))
+        await real_sleep(0.01)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        await real_sleep(0.25)
+    assert polls == []
