@@ -368,9 +368,7 @@ def evaluate(
         cases, chosen, user=user, case_set=case_set, repeat=repeat, continue_loop=continue_loop
     )
     asyncio.run(
-        run_eval(
-            eval_run, cases, chosen, user=user, listeners=listeners, concurrency=concurrency
-        )
+        run_eval(eval_run, cases, chosen, user=user, listeners=listeners, concurrency=concurrency)
     )
     eval_run.refresh_from_db()
     return eval_run
