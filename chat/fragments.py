@@ -153,6 +153,15 @@ class RunPublisher:
         return self._last_flush + self.interval if self._last_flush else 0.0
 
     async def __call__(self, run: Run, event: events.RunEvent) -> None:
+        if isinstance(event, events.TextDelta | events.ReasoningDelta):
+            first = not self._last_flush
+            self._buffer(event)
+            if first:
+                # The first token goes out at once, and the loop is given a moment so the frame
+                # reaches the sockets before the parser works through the rest of a burst.
+                await self.flush()
+                await asyncio.sleep(0.001)
+            return
         if isinstance(event, events.RunStarted):
             self._count(True)
             # Rendered and sent from a task of its own, so that the runtime sends the provider
@@ -163,15 +172,6 @@ class RunPublisher:
             self._count(False)
         if isinstance(event, events.ToolCallStarted | events.TurnEnd | events.RunFinished):
             self._first_output.set()
-        if isinstance(event, events.TextDelta | events.ReasoningDelta):
-            first = not self._last_flush
-            self._buffer(event)
-            if first:
-                # The first token goes out at once, and the loop is given a moment so the frame
-                # reaches the sockets before the parser works through the rest of a burst.
-                await self.flush()
-                await asyncio.sleep(0.001)
-            return
         async with self._lock:
             html = self._drain() + await self._render(event)
             await self._publish(html)

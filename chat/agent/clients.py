@@ -28,7 +28,7 @@ from .http import (
 )
 from .messages import ChatMessage, EmptyContent
 from .redaction import longest_first, looks_secret, replace_secrets
-from .stream import ChatCompletionStreamParser
+from .stream import ChatCompletionStreamParser, sse_lines
 from .tools import ToolDefinition
 from .wire import WireFormat, build_request_body
 
@@ -178,7 +178,7 @@ class OpenAICompatibleChatClient:
                     for item in parser.feed_chunk(completion_as_chunk(response.text)):
                         yield item
                 else:
-                    async for line in response.aiter_lines():
+                    async for line in sse_lines(_body_chunks(response)):
                         received = True
                         if line:
                             ms = round((time.monotonic() - started) * 1000, 1)
@@ -329,6 +329,14 @@ class OpenAICompatibleChatClient:
 
     def _redact(self, text: str) -> str:
         return replace_secrets(text, self._ordered_secrets)
+
+
+def _body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
+    """The body as it arrives; undecoded when the provider did not compress it (one generator
+    layer less per chunk)."""
+    if response.headers.get("content-encoding", "identity").strip().lower() == "identity":
+        return response.aiter_raw()
+    return response.aiter_bytes()
 
 
 def _streamed_chars(parser: ChatCompletionStreamParser) -> int:

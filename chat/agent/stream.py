@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import AsyncIterable, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
@@ -13,6 +14,29 @@ from .messages import ChatMessage, ToolCall
 
 MAX_EVENT_CHARS = 4_000_000
 """A multi-line `data:` event that grows past this without parsing is treated as malformed."""
+
+
+async def sse_lines(chunks: AsyncIterable[bytes]) -> AsyncIterator[str]:
+    """The lines of an event stream's body (LF, CRLF or CR endings, UTF-8), without endings.
+
+    One layer for what httpx's aiter_lines does in three (decode, split, join): a provider
+    sends one HTTP chunk per token, and each layer is a generator step per chunk. Splitting
+    the bytes is safe: a newline byte is never part of a multi-byte UTF-8 character.
+    """
+    pending = b""
+    async for chunk in chunks:
+        data = pending + chunk if pending else chunk
+        held = b""
+        if b"\r" in data:
+            if data.endswith(b"\r"):
+                data, held = data[:-1], b"\r"  # its LF may start the next chunk
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        *lines, rest = data.split(b"\n")
+        pending = rest + held
+        for line in lines:
+            yield line.decode("utf-8", "replace")
+    if pending:
+        yield pending.rstrip(b"\r").decode("utf-8", "replace")
 
 
 @dataclass(slots=True)

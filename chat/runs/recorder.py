@@ -79,6 +79,14 @@ class Recorder:
     async def record(self, event: events.RunEvent) -> None:
         step = self.step
         match event:
+            case events.TextDelta(text) if step:  # first: the case of nearly every event
+                self._first_token(step)
+                step.text.append(text)
+                await self._checkpoint(step)
+            case events.ReasoningDelta(text) if step:
+                self._first_token(step)
+                step.reasoning.append(text)
+                await self._checkpoint(step)
             case events.StepStarted(number):
                 now = time.monotonic()
                 self.step = Step(number=number, started=now, checkpointed=now)
@@ -87,14 +95,6 @@ class Recorder:
             case events.ModelRequestSent(body, status_code, attempts, url) if step:
                 step.request, step.status_code, step.attempts = body, status_code, attempts
                 step.url = url
-            case events.TextDelta(text) if step:
-                self._first_token(step)
-                step.text.append(text)
-                await self._checkpoint(step)
-            case events.ReasoningDelta(text) if step:
-                self._first_token(step)
-                step.reasoning.append(text)
-                await self._checkpoint(step)
             case events.Usage() if step:
                 self.usage += event - step.usage
                 step.usage = event

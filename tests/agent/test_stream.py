@@ -2,14 +2,16 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 import pytest
 
 from chat.agent.errors import StreamError
 from chat.agent.events import ReasoningDelta, StreamItem, TextDelta, Usage
 from chat.agent.messages import ChatMessage, ToolCall
-from chat.agent.stream import ChatCompletionStreamParser
+from chat.agent.stream import ChatCompletionStreamParser, sse_lines
 
 
 def choice_chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
@@ -379,3 +381,34 @@ def test_error_event_mid_stream_carries_the_provider_message() -> None:
 def test_error_event_as_a_plain_string() -> None:
     with pytest.raises(StreamError, match="quota exceeded"):
         ChatCompletionStreamParser().feed_chunk({"error": "quota exceeded"})
+
+
+async def _lines(chunks: list[bytes]) -> list[str]:
+    async def arriving() -> AsyncIterator[bytes]:
+        for chunk in chunks:
+            yield chunk
+
+    return [line async for line in sse_lines(arriving())]
+
+
+BODY = (
+    'data: {"a": "café ☕"}\n\n'
+    'data: {"b":\r\n'
+    "data: 2}\r\n\r\n"
+    ": keep-alive\r"
+    "\r"
+    "data: [DONE]\n\n\r\n\r"
+    "data: unfinished"
+).encode()
+
+
+@pytest.mark.parametrize("ending", [b"", b"\n", b"\r\n", b"\r"])
+async def test_sse_lines_match_httpx_whatever_the_chunks(ending: bytes) -> None:
+    """Every place a chunk may end (inside a CRLF, inside a UTF-8 character) gives the lines
+    httpx's own decoding gives."""
+    body = BODY + ending
+    expected = [line async for line in httpx.Response(200, content=body).aiter_lines()]
+    assert await _lines([body]) == expected
+    for cut in range(1, len(body)):
+        assert await _lines([body[:cut], body[cut:]]) == expected, cut
+    assert await _lines([body[i : i + 1] for i in range(len(body))]) == expected
