@@ -332,9 +332,10 @@ class OpenAICompatibleChatClient:
 
 
 def _body_chunks(response: httpx.Response) -> AsyncIterator[bytes]:
-    """The body as it arrives; undecoded when the provider did not compress it (one generator
-    layer less per chunk)."""
-    if response.headers.get("content-encoding", "identity").strip().lower() == "identity":
+    """The body as it arrives; straight from the transport when the provider did not compress
+    it (one generator layer less per chunk), unless a transport already read it (mocks do)."""
+    encoding = response.headers.get("content-encoding", "identity").strip().lower()
+    if encoding == "identity" and not response.is_stream_consumed:
         return response.aiter_raw()
     return response.aiter_bytes()
 

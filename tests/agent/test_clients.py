@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
 import itertools
+import json
 import logging
 import ssl
 import time
@@ -613,3 +615,27 @@ async def test_clients_share_one_certificate_verifying_tls_context() -> None:
     finally:
         await first.aclose()
         await second.aclose()
+
+
+@pytest.mark.parametrize("encoding", ["identity", "gzip"])
+async def test_a_compressed_stream_reads_like_a_plain_one(encoding: str) -> None:
+    """Plain bodies are split straight from the socket; a compressed one is decoded first."""
+    chunks = [
+        chunk({"role": "assistant", "content": "Grüße, "}),
+        chunk({"content": "world"}, finish_reason="stop"),
+    ]
+    body = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks).encode() + b"data: [DONE]\n\n"
+    if encoding == "gzip":
+        body = gzip.compress(body)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        headers = {"content-type": "text/event-stream", "content-encoding": encoding}
+        return httpx.Response(200, headers=headers, content=body)
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(answer)) as http_client:
+        client = make_client("http://provider.test/v1", http_client=http_client)
+        items = await collect(client)
+
+    assert text_of(items) == "Grüße, world"
+    assert isinstance(items[-1], TurnEnd)
+    assert items[-1].finish_reason == "stop"
