@@ -35,9 +35,15 @@ def select(
     user: Any = None,
     since: datetime | None = None,
     conversation: int | None = None,
+    include_replays: bool = False,
 ) -> ConversationQuerySet:
-    """Conversations to export: of a user, with activity since a moment, or one by id."""
-    conversations = Conversation.objects.all()
+    """Conversations to export: of a user, with activity since a moment, or one by id.
+
+    Evaluation replays only with `include_replays`: they are not what people said to an agent,
+    and data made from chats (fine-tuning above all) must not take them in unawares.
+    """
+    everything = Conversation.objects.all()
+    conversations = everything if include_replays else everything.chats()
     if user is not None:
         conversations = conversations.filter(owner=user)
     if since is not None:
@@ -75,7 +81,7 @@ def tool_definitions(names: Iterable[str]) -> list[dict[str, Any]]:
 
 def openai_record(conversation: Conversation, path: versions.Path | None = None) -> dict[str, Any]:
     """The conversation's active path, or `path`, as one strict-valid Chat Completions request:
-    messages and tools.
+    messages and tools, and `purpose` (chat or eval) to drop before sending it.
 
     `tools` is left out when no tool is enabled: strict endpoints reject an empty list. Raises
     ExportRefused when there is nothing to send or the stored history breaks the strict rules.
@@ -101,6 +107,7 @@ def openai_record(conversation: Conversation, path: versions.Path | None = None)
     tools = tool_definitions(conversation.agent_parameters().enabled_tools)
     if tools:
         record["tools"] = tools
+    record["purpose"] = conversation.purpose
     return record
 
 
@@ -128,6 +135,7 @@ def full_record(conversation: Conversation) -> dict[str, Any]:
         id=conversation.pk,
         owner=conversation.owner.get_username(),
         title=conversation.title,
+        purpose=conversation.purpose,
         parameters=conversation.parameters or {},
         created_at=conversation.created_at,
         updated_at=conversation.updated_at,

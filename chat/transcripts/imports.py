@@ -91,7 +91,7 @@ def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation
 
     with transaction.atomic():
         conversation = Conversation.objects.create(
-            owner=owner, title=record.title, parameters=record.parameters
+            owner=owner, title=record.title, purpose=record.purpose, parameters=record.parameters
         )
         runs = create_as_recorded(
             Run,

@@ -33,7 +33,7 @@ from pydantic import (
 from chat import agent
 from chat.agent.contracts import validation_text
 from chat.agent.messages import Role
-from chat.models import RunStatus, ToolCallStatus, ToolFailure
+from chat.models import Purpose, RunStatus, ToolCallStatus, ToolFailure
 
 from .limits import (
     PARTS,
@@ -243,6 +243,8 @@ class FullRecord(_Record):
     id: int | None = None
     owner: Name
     title: Name = ""
+    purpose: Purpose = Purpose.CHAT
+    """A chat, or an evaluation's replay; lines written before it was recorded are chats."""
     parameters: dict[str, Any] = {}
     created_at: Timestamp
     updated_at: Timestamp

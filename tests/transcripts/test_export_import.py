@@ -83,6 +83,7 @@ def test_openai_export_is_what_a_strict_endpoint_accepts() -> None:
 
     (record,) = export()
 
+    assert record.pop("purpose") == "chat"  # for the reader: dropped before sending
     assert set(record) == {"messages", "tools"}
     assert validate_request({"model": "m", **record}) is None
     assert record["messages"][0] == {"role": "system", "content": "Be brief."}

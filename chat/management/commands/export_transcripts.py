@@ -9,7 +9,7 @@ from typing import IO, Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from chat.management.terminal import Progress, parse_since, plain, user_named
-from chat.models import Conversation
+from chat.models import Conversation, Purpose
 from chat.transcripts import export
 from chat.transcripts.records import ExportRefused, NothingToExport
 
@@ -22,7 +22,9 @@ class Command(BaseCommand):
         "stderr and left out (fix them with validate_transcripts --fix). With --all-versions, one "
         "such line per version path: the active one, then each archived version. --format full: "
         "every field of the conversation, versions, runs, tool-call logs and model calls, for "
-        "import_transcripts. Progress and the summary go to stderr. Exit status 1 when a "
+        "import_transcripts. Every line says its conversation's purpose: chat, or eval for an "
+        "evaluation's replay (drop it before sending an openai line). Replays are left out unless "
+        "--include-replays. Progress and the summary go to stderr. Exit status 1 when a "
         "conversation or a version was left out."
     )
 
@@ -40,6 +42,11 @@ class Command(BaseCommand):
             help="Only conversations active since DATE (YYYY-MM-DD or an ISO datetime).",
         )
         parser.add_argument("--conversation", type=int, metavar="ID", help="Only this one.")
+        parser.add_argument(
+            "--include-replays",
+            action="store_true",
+            help="Export evaluation replays too (purpose eval): they are left out by default.",
+        )
         parser.add_argument("--output", metavar="FILE", help="Write here instead of stdout.")
         parser.add_argument(
             "--progress",
@@ -52,9 +59,23 @@ class Command(BaseCommand):
         user = user_named(options["user"]) if options["user"] else None
         since = parse_since(options["since"]) if options["since"] else None
         wanted = options["conversation"]
-        if wanted is not None and not Conversation.objects.filter(pk=wanted).exists():
-            raise CommandError(f"No conversation {wanted}.")
-        conversations = export.select(user=user, since=since, conversation=wanted)
+        replays = options["include_replays"]
+        if wanted is not None:
+            purpose = Conversation.objects.filter(pk=wanted).values_list("purpose", flat=True)
+            if not purpose:
+                raise CommandError(f"No conversation {wanted}.")
+            if purpose[0] == Purpose.EVAL and not replays:
+                raise CommandError(
+                    f"Conversation {wanted} is an evaluation replay: add --include-replays to "
+                    "export it."
+                )
+        conversations = export.select(
+            user=user, since=since, conversation=wanted, include_replays=replays
+        )
+        left_out = 0
+        if not replays:
+            matching = export.select(user=user, since=since, include_replays=True)
+            left_out = matching.filter(purpose=Purpose.EVAL).count()
         full = options["format"] == "full"
         all_versions = options["all_versions"]
         if full and all_versions:
@@ -95,6 +116,10 @@ class Command(BaseCommand):
         notes = [f"{empty} without messages"] if empty else []
         if skipped:
             notes.append(f"{skipped} left out")
+        if left_out:
+            notes.append(
+                f"{left_out} evaluation replay(s) left out (--include-replays exports them)"
+            )
         summary = f"Exported {written} {things}{where} ({options['format']} format)"
         self.stderr.write(summary + (f"; {', '.join(notes)}." if notes else "."), style_func=plain)
         if skipped:
