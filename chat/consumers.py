@@ -13,7 +13,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from chat import runs
+from chat import access, runs
 from chat.fragments import render, transcript
 from chat.models import Conversation
 from chat.transcripts import versions
@@ -24,7 +24,7 @@ logger = logging.getLogger(__name__)
 CLOSE_UNAUTHENTICATED = 4401
 CLOSE_NOT_FOUND = 4404
 CLOSE_FLOODING = 4429
-READ_ONLY = "This conversation is shared with you to read: only its owner can write in it."
+READ_ONLY = access.READ_ONLY
 
 
 class FrameBudget:
@@ -65,12 +65,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=CLOSE_UNAUTHENTICATED)
             return
         pk = self.scope["url_route"]["kwargs"]["pk"]
-        conversation = await Conversation.objects.readable_by(user).filter(pk=pk).afirst()
+        readable = access.conversations(user, access.Action.READ)
+        conversation = await readable.filter(pk=pk).afirst()
         if conversation is None:
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.conversation = conversation
-        self.read_only = conversation.is_read_only_for(user)
+        self.read_only = not access.may(user, access.Action.WRITE, conversation)
         self.budget = FrameBudget(
             burst=settings.AGENTLAB_WS_BURST,
             per_second=settings.AGENTLAB_WS_FRAMES_PER_SECOND,

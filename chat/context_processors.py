@@ -6,6 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
+from chat import access
 from chat.models import Conversation
 
 THEMES = ("system", "light", "dark")
@@ -23,9 +24,8 @@ def sidebar(request: HttpRequest) -> dict[str, Any]:
     """The conversation list every page's sidebar shows: the user's own, and those the team
     shares with them. Lazy: a page without a sidebar runs no query."""
     user = getattr(request, "user", None)
+    chats = Conversation.objects.chats()
     return {
-        "conversations": Conversation.objects.chats().for_user(user),
-        "shared_conversations": Conversation.objects.chats()
-        .shared_with(user)
-        .select_related("owner"),
+        "conversations": access.conversations(user, access.Action.WRITE, chats),
+        "shared_conversations": access.shared_with(user, chats.select_related("owner")),
     }

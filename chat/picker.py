@@ -10,9 +10,10 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import render
 from django.views.decorators.http import require_GET, require_http_methods
 
+from chat import access
 from chat.forms import DEFAULT_PROVIDER_LABEL, ConversationSettings, EndpointForm
 from chat.models import Conversation, ProviderProfile
 from chat.runs import catalog
@@ -86,10 +87,11 @@ class _State:
 
 
 def _state(user: Any, pk: int, data: Any, chosen: str | None) -> _State:
-    """The conversation (only the user's own), the picker, saved if posted and valid, and the
-    endpoint to list: `chosen` (a profile id, "" for the server default) or the saved one."""
-    conversation = get_object_or_404(
-        Conversation.objects.select_related("profile").for_user(user), pk=pk
+    """The conversation (one the user may configure), the picker, saved if posted and valid,
+    and the endpoint to list: `chosen` (a profile id, "" for the server default) or the saved
+    one."""
+    conversation = access.conversation(
+        user, access.Action.CONFIGURE, pk, Conversation.objects.select_related("profile")
     )
     picker = ModelPicker(conversation, data, user=user)
     if data is not None and picker.is_valid():

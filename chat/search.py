@@ -19,6 +19,7 @@ from django.utils.safestring import SafeString
 from django.utils.text import smart_split, unescape_string_literal
 from django.views.decorators.http import require_GET
 
+from chat import access
 from chat.models import Conversation, Message, ToolCall
 
 LIMIT = 50
@@ -109,7 +110,7 @@ class Results:
 
 def search(conversations: QuerySet[Conversation], query: str, *, limit: int = LIMIT) -> Results:
     """The conversations with every word of `query`, most recent first, at most `limit`.
-    `conversations` are those the reader may see: `Conversation.objects.for_user(user)`.
+    `conversations` are those the reader may see (the sidebar searches their own).
 
     Two queries whatever the number of conversations or messages: the matches, each with the
     id of its first matching message, then a window of those messages' text around the match.
@@ -237,7 +238,7 @@ def conversation_search(request: HttpRequest) -> HttpResponse:
     """The sidebar's list: what a search finds, or with no words every conversation by date.
     `current` is the conversation of the page, marked as such in the list."""
     query, current = request.GET.get("q", ""), request.GET.get("current", "")
-    mine = Conversation.objects.chats().for_user(request.user)
+    mine = access.conversations(request.user, access.Action.WRITE, Conversation.objects.chats())
     context = {
         "results": search(mine, query) if words(query) else None,
         "conversations": mine,

@@ -1,4 +1,5 @@
-"""Pages. Every view requires login and reaches conversations through for_user()."""
+"""Pages. Every view requires login and reaches a conversation through `chat.access`: its
+owner does everything; a teammate reads (and annotates) a shared one; anyone else gets 404."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from chat import agent, inspector, picker, runs
+from chat import access, agent, inspector, picker, runs
+from chat.access import Action
 from chat.forms import AgentSettings, ToolForkForm
 from chat.models import Conversation, Message, ToolCall
 from chat.templatetags.chat_tags import pretty
@@ -31,21 +33,9 @@ class AuthenticatedRequest(HttpRequest):
     htmx: HtmxDetails
 
 
-def _conversation(request: AuthenticatedRequest, pk: int) -> Conversation:
-    """The user's own conversation: what every view that changes something works on."""
-    return get_object_or_404(Conversation.objects.for_user(request.user), pk=pk)
-
-
-def _readable(request: AuthenticatedRequest, pk: int) -> Conversation:
-    """A conversation the user may read: their own, or one shared with the team."""
-    return get_object_or_404(
-        Conversation.objects.readable_by(request.user).select_related("owner"), pk=pk
-    )
-
-
 @login_required
 def conversation_list(request: AuthenticatedRequest) -> HttpResponse:
-    latest = Conversation.objects.chats().for_user(request.user).first()
+    latest = access.conversations(request.user, Action.WRITE, Conversation.objects.chats()).first()
     if latest is not None:
         return redirect("chat:conversation_detail", latest.pk)
     return _first_screen(request)
@@ -96,7 +86,9 @@ def _first_screen(
 
 @login_required
 def conversation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
-    conversation = _readable(request, pk)
+    conversation = access.conversation(
+        request.user, Action.READ, pk, Conversation.objects.select_related("owner")
+    )
     turns = conversation_turns(conversation)
     return render(
         request,
@@ -106,7 +98,7 @@ def conversation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
             "turns": turns,
             "running": any(turn.is_active for turn in turns),
             "live_run": next((t.run.pk for t in turns if t.is_active and t.run), None),
-            "read_only": conversation.is_read_only_for(request.user),
+            "read_only": not access.may(request.user, Action.WRITE, conversation),
             "model_choice": picker.ModelChoice.of(conversation),
             "max_message_chars": settings.AGENTLAB_MAX_MESSAGE_CHARS,
         },
@@ -115,7 +107,7 @@ def conversation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 
 @login_required
 def conversation_settings(request: AuthenticatedRequest, pk: int) -> HttpResponse:
-    conversation = _conversation(request, pk)
+    conversation = access.conversation(request.user, Action.CONFIGURE, pk)
     data = request.POST if request.method == "POST" else None
     panel = AgentSettings(conversation, data, user=request.user)
     saved = False
@@ -140,7 +132,7 @@ def conversation_settings(request: AuthenticatedRequest, pk: int) -> HttpRespons
 @login_required
 @require_POST
 def conversation_rename(request: AuthenticatedRequest, pk: int) -> HttpResponse:
-    conversation = _conversation(request, pk)
+    conversation = access.conversation(request.user, Action.CONFIGURE, pk)
     title = " ".join(request.POST.get("title", "").split())[:200]
     if title:
         conversation.title = title
@@ -153,7 +145,7 @@ def conversation_rename(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 def conversation_share(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     """Share with the team (read-only for them), or take it back: their open pages lose it at
     once."""
-    conversation = _conversation(request, pk)
+    conversation = access.conversation(request.user, Action.CONFIGURE, pk)
     shared = request.POST.get("shared") == "on"
     if shared != conversation.shared:
         conversation.shared = shared
@@ -174,7 +166,7 @@ def conversation_share(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 def conversation_delete(request: AuthenticatedRequest, pk: int) -> HttpResponseRedirect:
-    conversation = _conversation(request, pk)
+    conversation = access.conversation(request.user, Action.CONFIGURE, pk)
     if conversation.has_run_in_progress():
         messages.error(request, "A run is in progress: stop it before deleting the conversation.")
         return redirect("chat:conversation_detail", conversation.pk)
@@ -186,7 +178,7 @@ def conversation_delete(request: AuthenticatedRequest, pk: int) -> HttpResponseR
 @login_required
 def run_inspect(request: AuthenticatedRequest, pk: int, run_pk: int) -> HttpResponse:
     """The wire inspector of one run, loaded when its "Inspect" toggle opens."""
-    conversation = _readable(request, pk)
+    conversation = access.conversation(request.user, Action.READ, pk)
     run = get_object_or_404(conversation.runs, pk=run_pk)
     steps = inspector.steps(run)
     context = {
@@ -201,7 +193,7 @@ def run_inspect(request: AuthenticatedRequest, pk: int, run_pk: int) -> HttpResp
 @login_required
 def tool_call_detail(request: AuthenticatedRequest, pk: int, tool_call_pk: int) -> HttpResponse:
     """One tool call's arguments, result, status and reason, where its pill was opened."""
-    conversation = _readable(request, pk)
+    conversation = access.conversation(request.user, Action.READ, pk)
     call = get_object_or_404(
         ToolCall.objects.select_related("run"), pk=tool_call_pk, run__conversation=conversation
     )
@@ -211,7 +203,7 @@ def tool_call_detail(request: AuthenticatedRequest, pk: int, tool_call_pk: int) 
 @login_required
 def message_text(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
     """A message's whole content as plain text: where the page's folded-note links."""
-    conversation = _readable(request, pk)
+    conversation = access.conversation(request.user, Action.READ, pk)
     message = get_object_or_404(conversation.messages.active(), index=index)
     return HttpResponse(message.content or "", content_type="text/plain; charset=utf-8")
 
@@ -220,7 +212,7 @@ def message_text(request: AuthenticatedRequest, pk: int, index: int) -> HttpResp
 def reply_text(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
     """A reply's raw Markdown, as the Copy button takes it: the assistant messages from message
     `index` up to the next user message, as the page joins them."""
-    conversation = _readable(request, pk)
+    conversation = access.conversation(request.user, Action.READ, pk)
     rows = list(conversation.messages.active().filter(index__gte=index))
     if not rows or rows[0].index != index or rows[0].role != Message.Role.ASSISTANT:
         raise Http404("No reply starts at this message.")
@@ -280,7 +272,7 @@ def _page(
 @require_http_methods(["GET", "POST"])
 def fork_message(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
     """Confirm, then copy the conversation through message `index` (and the rest of its round)."""
-    conversation = _conversation(request, pk)
+    conversation = access.conversation(request.user, Action.WRITE, pk)
     rows = list(conversation.messages.active())
     if not any(row.index == index for row in rows):
         raise Http404("No such message in this conversation.")
@@ -337,7 +329,7 @@ def _tool_fork(
     request: AuthenticatedRequest, pk: int, tool_call_pk: int
 ) -> HttpResponse | Conversation:
     """The page, or the fork made from a valid POST (its run is not started yet)."""
-    conversation = _conversation(request, pk)
+    conversation = access.conversation(request.user, Action.WRITE, pk)
     call, reply = _tool_call(conversation, tool_call_pk)
     current = reply.content or ""
     status = 200

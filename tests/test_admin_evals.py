@@ -4,6 +4,7 @@ and the conversation list's purpose filter."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -117,14 +118,36 @@ def test_conversations_show_and_filter_by_purpose(staff: Client, owner: User) ->
 
     def shown(**query: str) -> set[Conversation]:
         response = staff.get(url(Conversation, "changelist"), query)
+        assert response.status_code == 200
         return set(response.context["cl"].result_list)
 
-    assert shown() == chats | replays
+    # Chats by default: replays are many, and reached from their evaluation.
+    assert shown() == chats
     assert shown(purpose__exact="chat") == chats
     assert shown(purpose__exact="eval") == replays
-    assert "Evaluation replay" in staff.get(url(Conversation, "changelist")).content.decode()
+    assert shown(purpose__exact="all") == chats | replays
+    assert shown(purpose__exact="all", _facets="1") == chats | replays
+    listing = staff.get(url(Conversation, "changelist")).content.decode()
+    block = listing.split('data-filter-title="purpose"')[1].split("</details>")[0]
+    choices = re.findall(r'<li( class="selected")?>\s*<a href="([^"]*)"[^>]*>([^<]*)</a>', block)
+    purposes = {label: (bool(selected), link) for selected, link, label in choices}
+    assert purposes["Chat"] == (True, "?")
+    assert purposes["Evaluation replay"] == (False, "?purpose__exact=eval")
+    assert purposes["All"] == (False, "?purpose__exact=all")
 
-    replay_page = staff.get(url(Conversation, "change", next(iter(replays)).pk)).content.decode()
+    # From the evaluation to a result, its run, and the replay's page, and back.
+    result = done.results.order_by("pk").first()
+    assert result is not None and result.run is not None
+    assert (
+        url(Run, "change", result.run_id)
+        in staff.get(url(EvalRun, "change", done.pk)).content.decode()
+    )
+    replayed = result.run.conversation
+    assert (
+        url(Conversation, "change", replayed.pk)
+        in staff.get(url(Run, "change", result.run_id)).content.decode()
+    )
+    replay_page = staff.get(url(Conversation, "change", replayed.pk)).content.decode()
     assert url(EvalRun, "change", done.pk) in replay_page
 
 

@@ -17,7 +17,7 @@ from chat.models import Conversation, ConversationQuerySet, EvalResult, Purpose
 from chat.runs.providers import model_expression
 
 from .base import LabAdmin, admin_link, json_block
-from .filters import ModelFilter, ProviderFilter, RunStatusFilter
+from .filters import ModelFilter, ProviderFilter, PurposeFilter, RunStatusFilter
 from .transcript import transcript
 
 
@@ -36,7 +36,7 @@ class ConversationAdmin(LabAdmin):
         "updated_at",
     )
     list_filter = (
-        "purpose",
+        PurposeFilter,
         ("owner", admin.RelatedOnlyFieldListFilter),
         "shared",
         ProviderFilter,

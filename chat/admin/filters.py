@@ -1,17 +1,47 @@
-"""List filters: by model, by run status, by provider profile."""
+"""List filters: by purpose, by model, by run status, by provider profile."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.contrib import admin
+from django.contrib.admin.views.main import ChangeList
 from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest
 
 from chat.forms import DEFAULT_PROVIDER_LABEL
-from chat.models import Conversation, ProviderProfile, Run, RunStatus
+from chat.models import Conversation, ProviderProfile, Purpose, Run, RunStatus
 from chat.runs.providers import model_expression
+
+
+class PurposeFilter(admin.SimpleListFilter):
+    """Chats unless asked otherwise: an evaluation leaves a replay per attempt, which would
+    bury the conversations people had; its results lead to them. The parameter is the one the
+    field's own filter used, so links made for it still work."""
+
+    title = "purpose"
+    parameter_name = "purpose__exact"
+    ALL = "all"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(self.ALL, "All"), *Purpose.choices]
+
+    def value(self) -> str:
+        return super().value() or Purpose.CHAT
+
+    def choices(self, changelist: ChangeList) -> Iterator[Any]:
+        choices = super().choices(changelist)
+        next(choices)  # Django's "All" means no parameter, which here means chats
+        for choice in choices:
+            if choice["selected"] and self.value() == Purpose.CHAT:
+                # The default's link is the bare list, as "clear all filters" leads to.
+                choice["query_string"] = changelist.get_query_string(remove=[self.parameter_name])
+            yield choice
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        return queryset if value == self.ALL else queryset.filter(purpose=value)
 
 
 class ModelFilter(admin.SimpleListFilter):

@@ -21,6 +21,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
+from chat import access
 from chat.models import (
     Annotation,
     Conversation,
@@ -223,15 +224,16 @@ def offered_tools(call: ToolCall) -> list[str]:
     return sorted(names)
 
 
-def _readable(request: AuthenticatedRequest, pk: int) -> Conversation:
-    return get_object_or_404(Conversation.objects.readable_by(request.user), pk=pk)
+def _annotated(request: AuthenticatedRequest, pk: int) -> Conversation:
+    """A conversation the user may annotate (`chat.access`: a shared one too); else 404."""
+    return access.conversation(request.user, access.Action.ANNOTATE, pk)
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
 def reply_annotation(request: AuthenticatedRequest, pk: int, run_pk: int) -> HttpResponse:
     """A reply's annotation block (GET), or the reader's mark saved, changed or cleared."""
-    run = get_object_or_404(_readable(request, pk).runs, pk=run_pk)
+    run = get_object_or_404(_annotated(request, pk).runs, pk=run_pk)
     return _annotate(request, run, None)
 
 
@@ -242,7 +244,7 @@ def tool_call_annotation(request: AuthenticatedRequest, pk: int, tool_call_pk: i
     call = get_object_or_404(
         ToolCall.objects.select_related("run"),
         pk=tool_call_pk,
-        run__conversation=_readable(request, pk),
+        run__conversation=_annotated(request, pk),
     )
     return _annotate(request, call.run, call)
 

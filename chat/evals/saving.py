@@ -23,6 +23,7 @@ from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 from django.views.decorators.http import require_http_methods
 
+from chat import access
 from chat.agent import decisions
 from chat.evals import cases
 from chat.evals.annotations import ARGUMENT_CHARS, NOTE_CHARS
@@ -246,8 +247,9 @@ def _initial(saving: Saving, viewer: Any) -> dict[str, Any]:
     }
 
 
-def _readable(request: AuthenticatedRequest, pk: int) -> Conversation:
-    return get_object_or_404(Conversation.objects.readable_by(request.user), pk=pk)
+def _annotated(request: AuthenticatedRequest, pk: int) -> Conversation:
+    """A conversation the user may save a case from (`chat.access`: a shared one too)."""
+    return access.conversation(request.user, access.Action.ANNOTATE, pk)
 
 
 def _origin(request: AuthenticatedRequest) -> int | None:
@@ -259,7 +261,7 @@ def _origin(request: AuthenticatedRequest) -> int | None:
 @require_http_methods(["GET", "POST"])
 def reply_case(request: AuthenticatedRequest, pk: int, run_pk: int) -> HttpResponse:
     """The form that saves a reply's moment as a case (GET), or the case saved (POST)."""
-    run = get_object_or_404(_readable(request, pk).runs.select_related("conversation"), pk=run_pk)
+    run = get_object_or_404(_annotated(request, pk).runs.select_related("conversation"), pk=run_pk)
     return _case(request, Saving(run, None, None))
 
 
@@ -271,7 +273,7 @@ def tool_call_case(request: AuthenticatedRequest, pk: int, tool_call_pk: int) ->
     call = get_object_or_404(
         ToolCall.objects.select_related("run__conversation", "message"),
         pk=tool_call_pk,
-        run__conversation=_readable(request, pk),
+        run__conversation=_annotated(request, pk),
     )
     return _case(request, Saving(call.run, call, _origin(request)))
 

@@ -12,7 +12,7 @@ endpoint.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 from asgiref.sync import sync_to_async
 from django.contrib import messages
@@ -24,6 +24,7 @@ from django.http import Http404, HttpResponse, HttpResponseForbidden
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from chat import access
 from chat.agent import decisions
 from chat.evals import cases, compare, progress, replay
 from chat.evals.forms import CompareForm, RunForm
@@ -35,10 +36,6 @@ if TYPE_CHECKING:
 
 RECENT = 50
 STOPPING = "The server is restarting: start the evaluation again in a moment."
-
-
-def may_stop(user: Any, started_by_id: int | None) -> bool:
-    return bool(user.is_staff or (started_by_id is not None and started_by_id == user.pk))
 
 
 # The Evaluations page: case sets, recent evaluations, and the Run form.
@@ -154,7 +151,7 @@ def case_set_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     kept = list(case_set.cases.order_by("pk"))
     sources = {case.conversation_id for case in kept if case.conversation_id}
     readable = set(
-        Conversation.objects.readable_by(request.user)
+        access.conversations(request.user, access.Action.READ)
         .filter(pk__in=sources)
         .values_list("pk", flat=True)
     )
@@ -178,7 +175,7 @@ def eval_run_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         "table": shown,
         "tally": shown.tally,
         "rule": decisions.RULE,
-        "can_stop": eval_run.is_active and may_stop(request.user, eval_run.started_by_id),
+        "can_stop": eval_run.is_active and access.may_stop(request.user, eval_run.started_by_id),
     }
     return render(request, "chat/evals/run.html", context)
 
@@ -191,7 +188,7 @@ async def eval_run_stop(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     if eval_run is None:
         raise Http404("No such evaluation.")
     user = await request.auser()
-    if not may_stop(user, eval_run.started_by_id):
+    if not access.may_stop(user, eval_run.started_by_id):
         return HttpResponseForbidden("Only whoever started an evaluation (or staff) stops it.")
     if eval_run.is_active:
         await progress.request_stop(eval_run.pk)
@@ -226,7 +223,7 @@ def _source(request: AuthenticatedRequest, value: str) -> Conversation | None:
         return None
     if not value.isdigit():
         raise Http404("No such conversation.")
-    return get_object_or_404(Conversation.objects.readable_by(request.user), pk=int(value))
+    return access.conversation(request.user, access.Action.READ, int(value))
 
 
 @dataclass(frozen=True)
@@ -302,7 +299,7 @@ def comparison_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
         "case_set": first.case_set if first else None,
         "repeat": first.repeat if first else 0,
         "rule": decisions.RULE,
-        "can_stop": shown.is_active and may_stop(request.user, comparison.created_by_id),
+        "can_stop": shown.is_active and access.may_stop(request.user, comparison.created_by_id),
     }
     return render(request, "chat/evals/comparison.html", context)
 
@@ -315,7 +312,7 @@ async def comparison_stop(request: AuthenticatedRequest, pk: int) -> HttpRespons
     if comparison is None:
         raise Http404("No such comparison.")
     user = await request.auser()
-    if not may_stop(user, comparison.created_by_id):
+    if not access.may_stop(user, comparison.created_by_id):
         return HttpResponseForbidden("Only whoever started a comparison (or staff) stops it.")
     stopped = 0
     async for eval_run in comparison.eval_runs.in_progress():

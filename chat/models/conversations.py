@@ -38,25 +38,25 @@ class ConversationQuerySet(models.QuerySet["Conversation"]):
         their evaluation's results)."""
         return self.filter(purpose=Purpose.CHAT)
 
+    # Who may do what is `chat.access`'s rule (imported here late: it imports the models).
+
     def for_user(self, user: Any) -> ConversationQuerySet:
-        """The security boundary for everything that changes a conversation: a user reaches
-        only their own."""
-        if not getattr(user, "is_authenticated", False):
-            return self.none()
-        return self.filter(owner=user)
+        """A user's own conversations: those they may write in (`chat.access`)."""
+        from chat import access
+
+        return access.conversations(user, access.Action.WRITE, self)
 
     def readable_by(self, user: Any) -> ConversationQuerySet:
-        """The security boundary for reading: a user's own conversations, and those shared
-        with the team (read-only: everything that writes goes through `for_user`)."""
-        if not getattr(user, "is_authenticated", False):
-            return self.none()
-        return self.filter(models.Q(owner=user) | models.Q(shared=True))
+        """The conversations `user` may read: their own, and those shared with the team."""
+        from chat import access
+
+        return access.conversations(user, access.Action.READ, self)
 
     def shared_with(self, user: Any) -> ConversationQuerySet:
         """What the team shares with `user`: shared conversations of other users."""
-        if not getattr(user, "is_authenticated", False):
-            return self.none()
-        return self.filter(shared=True).exclude(owner=user)
+        from chat import access
+
+        return access.shared_with(user, self)
 
     def with_active_run(self) -> ConversationQuerySet:
         """Annotated with `has_active_run`: whether a run is in progress."""
@@ -168,8 +168,10 @@ class Conversation(models.Model):
         self.parameters = parameters.to_json()
 
     def is_read_only_for(self, user: Any) -> bool:
-        """Whether `user` (who can read it) may only read: a shared conversation of another."""
-        return self.owner_id != getattr(user, "pk", None)
+        """Whether `user` may not write here (`chat.access`): to a reader, read-only."""
+        from chat import access
+
+        return not access.may(user, access.Action.WRITE, self)
 
     def has_run_in_progress(self) -> bool:
         return self.runs.in_progress().exists()

@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from chat import agent, transcripts
+from chat import access, agent, transcripts
 from chat.agent import events
 from chat.agent.clients import ChatClient
 from chat.agent.contracts import validation_text
@@ -71,14 +71,18 @@ async def start_run(
     """Validate, store the user message and a new Run, and start the run as its own task.
 
     With `content=None` the run continues the stored history (which must end with a user or a
-    tool message). Raises RunRefused (another run is in progress, or the input is invalid);
-    then nothing is written. `sender` is the channel of the socket the message came from: its
-    composer is emptied by the run's first frame, the other tabs keep what they typed.
+    tool message). Raises RunRefused (`user` may not write here, another run is in progress, or
+    the input is invalid); then nothing is written. `sender` is the channel of the socket the
+    message came from: its composer is emptied by the run's first frame, the other tabs keep
+    what they typed.
 
     With `version_from`, the run makes a new version from that message index on (see
     `transcripts.versions`): `content` replaces the user message there (edit and resend), or
     with `content=None` that message is sent again as it was (regenerate, retry).
     """
+    # Asked here, not only by the callers: whoever starts a run, only who may write does.
+    if refused := access.denied(user, access.Action.WRITE, conversation):
+        raise RunRefused(refused)
     if liveness.stopping.is_set():
         raise RunRefused(STOPPING)
     if content is not None:

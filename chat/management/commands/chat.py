@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from pydantic import ValidationError
 
-from chat import agent, runs
+from chat import access, agent, runs
 from chat.agent.contracts import validation_text
 from chat.management.terminal import (
     RunPrinter,
@@ -46,7 +46,9 @@ class Command(BaseCommand):
             help="Send the last user message again: a new version of the last reply.",
         )
         parser.add_argument(
-            "--user", help="Owner of a new conversation (default: 'cli', created if missing)."
+            "--user",
+            help="Owner of a new conversation (default: 'cli', created if missing); with "
+            "--conversation, who writes in it: only its owner may.",
         )
         parser.add_argument("--base-url", help="OpenAI-compatible base URL (default: settings).")
         parser.add_argument(
@@ -118,7 +120,8 @@ class Command(BaseCommand):
                 )
             except Conversation.DoesNotExist:
                 raise CommandError(f"No conversation {options['conversation']}.") from None
-            if options["user"] and conversation.owner.get_username() != options["user"]:
+            writer = user_named(options["user"]) if options["user"] else None
+            if writer is not None and not access.may(writer, access.Action.WRITE, conversation):
                 raise CommandError(
                     f"Conversation {conversation.pk} does not belong to {options['user']!r}."
                 )

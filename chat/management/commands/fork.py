@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from chat import access
 from chat.management.terminal import RunPrinter, finish, run_summary, run_to_end, user_named
 from chat.models import Conversation, Message
 from chat.transcripts import forks
@@ -102,7 +103,7 @@ class Command(BaseCommand):
         if not username:
             return parent.owner
         user = user_named(username)
-        if user.pk != parent.owner_id:
+        if not access.may(user, access.Action.WRITE, parent):
             raise CommandError(f"Conversation {parent.pk} does not belong to {username!r}.")
         return user
 

@@ -1,0 +1,101 @@
+"""Who may do what in a conversation: the one rule that every entry point asks (pages, socket
+frames, the admin, commands, the start of a run).
+
+A conversation's owner may do everything. Shared with the team, it may be read and annotated
+by every logged-in user; writing, deciding a tool call and configuring stay its owner's.
+Staff and superusers have no more say in the chat than anyone: the admin, behind Django's own
+permissions, is where staff read every conversation (and, with the delete permission, delete
+one); it changes none. Beyond that, staff may only stop an evaluation someone else started.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from django.db.models import Q
+from django.http import Http404
+
+from chat.models import Conversation, ConversationQuerySet
+
+
+class Action(StrEnum):
+    READ = "read"
+    """Open the page, the inspector and the waterfall, a tool call, a message's text; compare
+    its last turn."""
+    ANNOTATE = "annotate"
+    """Mark a reply or a tool call, save a moment as a case: rows of their own."""
+    WRITE = "write"
+    """Send, edit, regenerate, switch versions, stop; fork; start a run."""
+    DECIDE = "decide"
+    """Approve or deny a tool call that waits for a person."""
+    CONFIGURE = "configure"
+    """Settings, model, title, sharing, deletion."""
+
+
+TEAM = frozenset({Action.READ, Action.ANNOTATE})
+"""What the team may do in a conversation shared with it; the rest is its owner's alone."""
+
+READ_ONLY = "This conversation is shared with you to read: only its owner can write in it."
+NOT_YOURS = "This conversation is not yours: only its owner can write in it."
+
+
+def _user_pk(user: Any) -> Any:
+    """The user's id, or None for nobody (anonymous, or no user at all)."""
+    return user.pk if getattr(user, "is_authenticated", False) else None
+
+
+def condition(user: Any, action: Action) -> Q:
+    """The rule as a filter on conversations (for lists and lookups)."""
+    pk = _user_pk(user)
+    if pk is None:
+        return Q(pk__in=[])
+    mine = Q(owner_id=pk)
+    return mine | Q(shared=True) if action in TEAM else mine
+
+
+def may(user: Any, action: Action, conversation: Conversation) -> bool:
+    """The rule for one conversation already in hand (no query)."""
+    pk = _user_pk(user)
+    if pk is None:
+        return False
+    return conversation.owner_id == pk or (action in TEAM and conversation.shared)
+
+
+def denied(user: Any, action: Action, conversation: Conversation) -> str:
+    """Why `user` may not do `action` here, in one line for them; "" when they may."""
+    if may(user, action, conversation):
+        return ""
+    return READ_ONLY if may(user, Action.READ, conversation) else NOT_YOURS
+
+
+def conversations(
+    user: Any, action: Action, queryset: ConversationQuerySet | None = None
+) -> ConversationQuerySet:
+    """The conversations (of `queryset`) in which `user` may do `action`."""
+    found = Conversation.objects.all() if queryset is None else queryset
+    return found.filter(condition(user, action))
+
+
+def shared_with(user: Any, queryset: ConversationQuerySet | None = None) -> ConversationQuerySet:
+    """What the team shares with `user`: readable, not theirs to write."""
+    return conversations(user, Action.READ, queryset).exclude(condition(user, Action.WRITE))
+
+
+def conversation(
+    user: Any, action: Action, pk: int, queryset: ConversationQuerySet | None = None
+) -> Conversation:
+    """The conversation `pk` if `user` may do `action` in it; else 404, whether it exists or
+    not (a stranger learns nothing of another's conversations)."""
+    found = conversations(user, action, queryset).filter(pk=pk).first()
+    if found is None:
+        raise Http404("No such conversation.")
+    return found
+
+
+def may_stop(user: Any, started_by_id: int | None) -> bool:
+    """Stop belongs to whoever started an evaluation or a comparison, and to staff."""
+    pk = _user_pk(user)
+    if pk is None:
+        return False
+    return bool(user.is_staff) or (started_by_id is not None and started_by_id == pk)

@@ -1,0 +1,486 @@
+"""Who may do what (chat/access.py), asked at every entry point: pages, socket actions, the
+admin, commands and the start of a run, each for a conversation's owner, a team reader (the
+conversation is shared), a stranger and a staff member (it is not shared with either).
+
+Each cell is one test: the entry point, the role, what happens. What happens includes what was
+written (or not), so a refusal that still writes shows as such."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from io import StringIO
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import Permission, User
+from django.core.management import CommandError, call_command
+from django.test import Client
+from django.urls import reverse
+
+from chat import access, runs
+from chat.agent.scripted import ScriptedChatClient
+from chat.evals import cases
+from chat.models import Annotation, Case, Conversation, Message, Run, Version
+from chat.routing import websocket_urlpatterns
+from chat.runs import lifecycle
+from chat.testing import evals as made_for
+from chat.testing import factories as make
+from chat.testing.sockets import DONE
+
+ROLES = ("owner", "reader", "stranger", "staff")
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def scene(role: str) -> tuple[Conversation, User]:
+    """Ada's conversation (a question, a search_cards call, a reply), shared with the team
+    when the role is a reader's, and the user playing `role`."""
+    made = made_for.searched(make.user("ada"), "Pills")
+    if role == "reader":
+        Conversation.objects.filter(pk=made.pk).update(shared=True)
+        made.refresh_from_db()
+    users = {
+        "owner": lambda: made.owner,
+        "reader": lambda: make.user("bob"),
+        "stranger": lambda: make.user("mallory"),
+        "staff": lambda: make.user("root", is_staff=True, is_superuser=True),
+    }
+    return made, users[role]()
+
+
+@pytest.fixture
+def cast(role: str) -> tuple[Conversation, User]:
+    """`scene(role)`, made before an async test's loop runs (its run has a loop of its own)."""
+    return scene(role)
+
+
+def logged_in(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def table(rows: dict[str, tuple[str, ...]]) -> list[Any]:
+    return [
+        pytest.param(entry, role, expected, id=f"{entry}-{role}")
+        for entry, outcomes in rows.items()
+        for role, expected in zip(ROLES, outcomes, strict=True)
+    ]
+
+
+# Pages. Each entry: what the user's client gets from one page of the conversation.
+
+
+def page(web: Client, made: Conversation) -> str:
+    response = web.get(reverse("chat:conversation_detail", args=[made.pk]))
+    if response.status_code != 200:
+        return str(response.status_code)
+    html = response.content.decode()
+    if "data-read-only" in html:
+        return "read-only" if 'id="composer"' not in html else "read-only with a composer"
+    return "writable"
+
+
+def got(
+    name: str, *args: Callable[[Conversation], object]
+) -> Callable[[Client, Conversation], str]:
+    """GET a page named `name`, with the conversation's id and then `args` of it."""
+
+    def entry(web: Client, made: Conversation) -> str:
+        url = reverse(f"chat:{name}", args=[made.pk, *(arg(made) for arg in args)])
+        return str(web.get(url, **HTMX).status_code)  # type: ignore[arg-type]
+
+    return entry
+
+
+def run_of(made: Conversation) -> int:
+    return made.runs.get().pk
+
+
+def call_of(made: Conversation) -> int:
+    return made.runs.get().tool_calls.get().pk
+
+
+def settings(web: Client, made: Conversation) -> str:
+    before = made.parameters
+    response = web.post(
+        reverse("chat:conversation_settings", args=[made.pk]),
+        make.settings_form(**{"agent-temperature": "1.5"}),
+    )
+    made.refresh_from_db()
+    return f"{response.status_code}, {'saved' if made.parameters != before else 'unchanged'}"
+
+
+def rename(web: Client, made: Conversation) -> str:
+    response = web.post(reverse("chat:conversation_rename", args=[made.pk]), {"title": "Mine"})
+    made.refresh_from_db()
+    return f"{response.status_code}, {made.title}"
+
+
+def sharing(shared: bool) -> Callable[[Client, Conversation], str]:
+    def entry(web: Client, made: Conversation) -> str:
+        data = {"shared": "on"} if shared else {}
+        response = web.post(reverse("chat:conversation_share", args=[made.pk]), data)
+        made.refresh_from_db()
+        return f"{response.status_code}, {'shared' if made.shared else 'private'}"
+
+    return entry
+
+
+def delete(web: Client, made: Conversation) -> str:
+    response = web.post(reverse("chat:conversation_delete", args=[made.pk]))
+    kept = Conversation.objects.filter(pk=made.pk).exists()
+    return f"{response.status_code}, {'kept' if kept else 'deleted'}"
+
+
+def annotate(name: str, target: Callable[[Conversation], int]) -> Callable[[Client, Any], str]:
+    def entry(web: Client, made: Conversation) -> str:
+        url = reverse(f"chat:{name}", args=[made.pk, target(made)])
+        response = web.post(url, {"verdict": "bad", "note": "wrong tool"}, **HTMX)  # type: ignore[arg-type]
+        return f"{response.status_code}, {Annotation.objects.count()} saved"
+
+    return entry
+
+
+def save_case(web: Client, made: Conversation) -> str:
+    url = reverse("chat:reply_case", args=[made.pk, run_of(made)])
+    form = {"set_name": "cards", "title": "", "expect": "reply", "note": ""}
+    response = web.post(url, form, **HTMX)  # type: ignore[arg-type]
+    return f"{response.status_code}, {Case.objects.count()} saved"
+
+
+def fork(web: Client, made: Conversation) -> str:
+    response = web.post(reverse("chat:fork_message", args=[made.pk, 0]))
+    return f"{response.status_code}, {Conversation.objects.count() - 1} forks"
+
+
+def compare(web: Client, made: Conversation) -> str:
+    response = web.get(reverse("chat:evals:compare"), {"conversation": made.pk})
+    return str(response.status_code)
+
+
+def search(web: Client, made: Conversation) -> str:
+    response = web.get(reverse("chat:conversation_search"), {"q": "Pills"})
+    found = f'id="conversation-link-{made.pk}"' in response.content.decode()
+    return "found" if found else "not found"
+
+
+def sidebar(web: Client, made: Conversation) -> str:
+    """Where a page's sidebar lists the conversation: among the user's own, apart as shared,
+    or nowhere."""
+    html = web.get(reverse("chat:evals:index")).content.decode()
+    link = f'href="{reverse("chat:conversation_detail", args=[made.pk])}"'
+    if f'id="conversation-link-{made.pk}"' in html:
+        return "own"
+    shared = html.partition('class="shared-list"')[2]
+    return "shared" if link in shared else "absent"
+
+
+def case_set(web: Client, made: Conversation) -> str:
+    """The page of a set with a case taken from the conversation links it to who may read it."""
+    case = cases.save_case(made, 0, set_name="cards", user=made.owner)
+    html = web.get(reverse("chat:evals:set", args=[case.case_set_id])).content.decode()
+    link = f'href="{reverse("chat:conversation_detail", args=[made.pk])}"'
+    return "linked" if link in html else "not linked"
+
+
+PAGES: dict[str, Callable[[Client, Conversation], str]] = {
+    "conversation page": page,
+    "settings page": got("conversation_settings"),
+    "settings saved": settings,
+    "model picker": got("conversation_model"),
+    "rename": rename,
+    "share": sharing(True),
+    "unshare": sharing(False),
+    "delete": delete,
+    "inspector and waterfall": got("run_inspect", run_of),
+    "tool call": got("tool_call_detail", call_of),
+    "message text": got("message_text", lambda _: 0),
+    "reply text": got("reply_text", lambda _: 1),
+    "annotate a reply": annotate("reply_annotation", run_of),
+    "annotate a tool call": annotate("tool_call_annotation", call_of),
+    "save as case": save_case,
+    "fork page": got("fork_message", lambda _: 0),
+    "fork": fork,
+    "fork with a tool result": got("fork_tool_call", call_of),
+    "compare its last turn": compare,
+    "search": search,
+    "sidebar": sidebar,
+    "case set page": case_set,
+}
+#                        owner                reader              stranger            staff
+PAGE_OUTCOMES = {
+    "conversation page": ("writable", "read-only", "404", "404"),
+    "settings page": ("200", "404", "404", "404"),
+    "settings saved": ("302, saved", "404, unchanged", "404, unchanged", "404, unchanged"),
+    "model picker": ("200", "404", "404", "404"),
+    "rename": ("302, Mine", "404, Pills", "404, Pills", "404, Pills"),
+    "share": ("302, shared", "404, shared", "404, private", "404, private"),
+    "unshare": ("302, private", "404, shared", "404, private", "404, private"),
+    "delete": ("302, deleted", "404, kept", "404, kept", "404, kept"),
+    "inspector and waterfall": ("200", "200", "404", "404"),
+    "tool call": ("200", "200", "404", "404"),
+    "message text": ("200", "200", "404", "404"),
+    "reply text": ("200", "200", "404", "404"),
+    "annotate a reply": ("200, 1 saved", "200, 1 saved", "404, 0 saved", "404, 0 saved"),
+    "annotate a tool call": ("200, 1 saved", "200, 1 saved", "404, 0 saved", "404, 0 saved"),
+    "save as case": ("200, 1 saved", "200, 1 saved", "404, 0 saved", "404, 0 saved"),
+    "fork page": ("200", "404", "404", "404"),
+    "fork": ("302, 1 forks", "404, 0 forks", "404, 0 forks", "404, 0 forks"),
+    "fork with a tool result": ("200", "404", "404", "404"),
+    "compare its last turn": ("200", "200", "404", "404"),
+    "search": ("found", "not found", "not found", "not found"),
+    "sidebar": ("own", "shared", "absent", "absent"),
+    "case set page": ("linked", "linked", "not linked", "not linked"),
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("entry", "role", "expected"), table(PAGE_OUTCOMES))
+def test_pages(entry: str, role: str, expected: str) -> None:
+    made, user = scene(role)
+    assert PAGES[entry](logged_in(user), made) == expected
+
+
+def test_every_page_entry_has_its_outcomes() -> None:
+    assert PAGES.keys() == PAGE_OUTCOMES.keys()
+
+
+# The admin: for staff only, every conversation read-only; its link back to the chat only for
+# whoever may read the conversation there.
+
+
+def admin_page(web: Client, made: Conversation) -> str:
+    response = web.get(reverse("admin:chat_conversation_change", args=[made.pk]))
+    if response.status_code != 200:
+        return f"{response.status_code} {response.get('Location', '').split('?')[0]}"
+    linked = "Open in the chat" in response.content.decode()
+    return "200, a link to the chat" if linked else "200, no link to the chat"
+
+
+def admin_change(web: Client, made: Conversation) -> str:
+    url = reverse("admin:chat_conversation_change", args=[made.pk])
+    response = web.post(url, {"owner": made.owner_id, "title": "Changed"})
+    made.refresh_from_db()
+    return f"{response.status_code}, {made.title}"
+
+
+def admin_delete(web: Client, made: Conversation) -> str:
+    data = {"action": "delete_selected", "_selected_action": [made.pk], "post": "yes"}
+    response = web.post(reverse("admin:chat_conversation_changelist"), data)
+    kept = Conversation.objects.filter(pk=made.pk).exists()
+    return f"{response.status_code}, {'kept' if kept else 'deleted'}"
+
+
+def as_staff_member(role: str, user: User) -> User:
+    """The user made a staff member who may view conversations (staff already is one)."""
+    if role != "staff":
+        user.is_staff = True
+        user.save()
+        user.user_permissions.add(Permission.objects.get(codename="view_conversation"))
+    return User.objects.get(pk=user.pk)
+
+
+ADMIN: dict[str, Callable[[Client, Conversation], str]] = {
+    "admin page": admin_page,
+    "admin change": admin_change,
+    "admin delete action": admin_delete,
+}
+LOGIN = "302 /admin/login/"
+ADMIN_OUTCOMES = {
+    "admin page": (LOGIN, LOGIN, LOGIN, "200, no link to the chat"),
+    "admin change": ("302, Pills", "302, Pills", "302, Pills", "403, Pills"),
+    "admin delete action": ("302, kept", "302, kept", "302, kept", "302, deleted"),
+}
+STAFF_MEMBER_OUTCOMES = {
+    "admin page": (
+        "200, a link to the chat",
+        "200, a link to the chat",
+        "200, no link to the chat",
+        "200, no link to the chat",
+    ),
+    "admin change": ("403, Pills", "403, Pills", "403, Pills", "403, Pills"),
+    "admin delete action": ("200, kept", "200, kept", "200, kept", "302, deleted"),
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("entry", "role", "expected"), table(ADMIN_OUTCOMES))
+def test_admin(entry: str, role: str, expected: str) -> None:
+    made, user = scene(role)
+    assert ADMIN[entry](logged_in(user), made) == expected
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("entry", "role", "expected"), table(STAFF_MEMBER_OUTCOMES))
+def test_admin_as_a_staff_member(entry: str, role: str, expected: str) -> None:
+    made, user = scene(role)
+    assert ADMIN[entry](logged_in(as_staff_member(role, user)), made) == expected
+
+
+# Commands, naming the user with --user.
+
+
+def command(*args: str) -> str:
+    try:
+        call_command(*args, stdout=StringIO(), stderr=StringIO())
+    except CommandError as exc:
+        return str(exc)
+    return ""
+
+
+def chat_command(made: Conversation, user: User) -> str:
+    name = user.get_username()
+    failure = command("chat", "and now?", "--conversation", str(made.pk), "--user", name)
+    sent = Message.objects.filter(conversation=made, content="and now?").exists()
+    return f"{'sent' if sent else 'not sent'}{': ' if failure else ''}{failure}"
+
+
+def fork_command(made: Conversation, user: User) -> str:
+    name = user.get_username()
+    failure = command("fork", str(made.pk), "--at-message", "0", "--user", name)
+    forks = Conversation.objects.filter(parent=made).count()
+    return f"{forks} forks{': ' if failure else ''}{failure}"
+
+
+COMMANDS: dict[str, Callable[[Conversation, User], str]] = {
+    "manage.py chat": chat_command,
+    "manage.py fork": fork_command,
+}
+COMMAND_OUTCOMES = {
+    "manage.py chat": (
+        "sent",
+        "not sent: Conversation {pk} does not belong to 'bob'.",
+        "not sent: Conversation {pk} does not belong to 'mallory'.",
+        "not sent: Conversation {pk} does not belong to 'root'.",
+    ),
+    "manage.py fork": (
+        "1 forks",
+        "0 forks: Conversation {pk} does not belong to 'bob'.",
+        "0 forks: Conversation {pk} does not belong to 'mallory'.",
+        "0 forks: Conversation {pk} does not belong to 'root'.",
+    ),
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("entry", "role", "expected"), table(COMMAND_OUTCOMES))
+def test_commands(entry: str, role: str, expected: str) -> None:
+    made, user = scene(role)
+    assert COMMANDS[entry](made, user) == expected.format(pk=made.pk)
+
+
+# start_run, called directly: it asks the rule itself, whoever its caller.
+
+
+def fingerprint(made: Conversation) -> tuple[Any, ...]:
+    """What a write changes: the user messages and where they are, versions, runs."""
+    messages = Message.objects.filter(conversation=made, role="user").order_by("pk")
+    return (
+        list(messages.values_list("pk", "version_id", "content")),
+        Version.objects.filter(conversation=made).count(),
+        list(Run.objects.filter(conversation=made).order_by("pk").values_list("pk", "status")),
+    )
+
+
+async def start_directly(made: Conversation, user: User) -> str:
+    before = await database_sync_to_async(fingerprint)(made)
+    client = ScriptedChatClient(["Started."])
+    try:
+        handle = await runs.start_run(conversation=made, user=user, content="go", client=client)
+    except runs.RunRefused as exc:
+        after = await database_sync_to_async(fingerprint)(made)
+        return f"refused, {'nothing' if after == before else 'yet something'} written: {exc}"
+    run = await handle.task
+    return f"started, {run.status}"
+
+
+START_OUTCOMES = {
+    "start_run": (
+        "started, completed",
+        f"refused, nothing written: {access.READ_ONLY}",
+        f"refused, nothing written: {access.NOT_YOURS}",
+        f"refused, nothing written: {access.NOT_YOURS}",
+    )
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("entry", "role", "expected"), table(START_OUTCOMES))
+async def test_start_run(
+    entry: str, role: str, expected: str, cast: tuple[Conversation, User]
+) -> None:
+    made, user = cast
+    assert await start_directly(made, user) == expected
+
+
+# Socket actions: each frame on a socket of the conversation, opened as the role.
+
+FRAMES: dict[str, tuple[dict[str, Any], str]] = {
+    "send": ({"action": "send", "message": "and now?"}, DONE),
+    "edit": ({"action": "edit", "index": 0, "message": "edited"}, DONE),
+    "regenerate": ({"action": "regenerate", "index": 0}, DONE),
+    "switch": ({"action": "switch", "index": 0, "version": 1}, 'hx-swap-oob="innerHTML"'),
+    "cancel": ({"action": "cancel"}, DONE),
+}
+"""Each action's frame, and what the last frame of its answer holds."""
+SOCKET_OUTCOMES = {
+    action: ("done", "read-only, nothing written", "closed 4404", "closed 4404")
+    for action in FRAMES
+}
+
+
+async def prepare(action: str, made: Conversation) -> runs.RunHandle | None:
+    """What the action acts on: a second version to switch to, a run in progress to cancel."""
+    if action == "switch":
+        again = ScriptedChatClient(["Again."])
+        await (await make.start_as_owner(made, None, again, version_from=0)).task
+    if action == "cancel":
+        slow = ScriptedChatClient([" ".join(["slow"] * 500)], delay=0.01)
+        return await make.start_as_owner(made, "take your time", slow)
+    return None
+
+
+async def act(user: User, made: Conversation, action: str) -> str:
+    router = URLRouter(websocket_urlpatterns)  # type: ignore[arg-type]
+    socket = WebsocketCommunicator(router, f"/ws/conversations/{made.pk}/")
+    socket.scope["user"] = user  # type: ignore[typeddict-unknown-key]
+    connected, code = await socket.connect()
+    if not connected:
+        return f"closed {code}"
+    frame, last = FRAMES[action]
+    before = await database_sync_to_async(fingerprint)(made)
+    await socket.send_to(text_data=json.dumps(frame))
+    while True:
+        text = await socket.receive_from(timeout=5)
+        if access.READ_ONLY in text or last in text:
+            break
+    await socket.disconnect()
+    after = await database_sync_to_async(fingerprint)(made)
+    if access.READ_ONLY in text:
+        return f"read-only, {'nothing' if after == before else 'yet something'} written"
+    return "done" if after != before else "nothing done"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("action", "role", "expected"), table(SOCKET_OUTCOMES))
+async def test_socket_actions(
+    action: str,
+    role: str,
+    expected: str,
+    cast: tuple[Conversation, User],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lifecycle, "build_client", lambda *_, **__: ScriptedChatClient(["Done."]))
+    made, user = cast
+    running = await prepare(action, made)
+    try:
+        assert await act(user, made, action) == expected
+    finally:
+        if running is not None and not running.task.done():
+            running.task.cancel()
+            await asyncio.wait([running.task])
