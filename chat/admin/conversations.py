@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from chat import search
+from chat import access, search
 from chat.forms import DEFAULT_PROVIDER_LABEL
 from chat.models import Conversation, ConversationQuerySet, EvalResult, Purpose
 from chat.runs.providers import model_expression
@@ -96,8 +96,8 @@ class ConversationAdmin(LabAdmin):
     ) -> HttpResponse:
         if obj is not None:
             context["transcript"] = transcript(obj)
-            # Back to the chat page, where its owner can open it.
-            if obj.owner_id == request.user.pk:
+            # Back to the chat page, for whoever may open it there (staff get no more there).
+            if access.may(request.user, access.Action.READ, obj):
                 context["chat_url"] = reverse("chat:conversation_detail", args=[obj.pk])
         return super().render_change_form(request, context, add, change, form_url, obj)
 
