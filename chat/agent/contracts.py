@@ -76,12 +76,17 @@ class AgentParameters(BaseModel):
     @field_validator("enabled_tools")
     @classmethod
     def _tools_exist(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        """New choices must exist: in the registry, or among the context's `known_tools` (tools
-        of other sources, such as MCP servers); `unavailable_tools` are chosen ones kept."""
+        """New choices must exist: in the registry (a run's own registry knows the tools it
+        withholds), or among the context's `known_tools` (tools of other sources, such as MCP
+        servers); `unavailable_tools` are chosen ones kept."""
         registry = _registry(info)
         context = info.context or {}
         kept = set(context.get("unavailable_tools", ())) | set(context.get("known_tools", ()))
-        unknown = [name for name in value if name not in registry and name not in kept]
+        unknown = [
+            name
+            for name in value
+            if name not in registry and registry.withheld(name) is None and name not in kept
+        ]
         if unknown:
             known = ", ".join([*registry.names(), *context.get("known_tools", ())]) or "none"
             raise ValueError(f"unknown tool(s): {', '.join(unknown)} (known: {known})")
@@ -107,7 +112,7 @@ class AgentParameters(BaseModel):
         )
 
     def unavailable_tools(self, registry: ToolRegistry = default_registry) -> tuple[str, ...]:
-        """Chosen tools the registry does not have: kept in the settings, never offered."""
+        """Chosen tools the registry does not offer: kept in the settings, not offered."""
         return tuple(name for name in self.enabled_tools if name not in registry)
 
 

@@ -40,17 +40,19 @@ class DebugRuntime:
 
     `messages` is the provider-facing history as it grows; after every event it is strict-valid
     except between a `TurnEnd` with tool calls and the last `ToolCallFinished` of that step.
+    The run's tools are its `registry` (by default a copy of the built-in ones): passed to the
+    run, never looked up in a registry other runs change.
     """
 
     def __init__(
         self,
         *,
         client: ChatClient,
-        registry: ToolRegistry = default_registry,
+        registry: ToolRegistry | None = None,
         max_tool_rounds: int | None = None,
     ) -> None:
         self.client = client
-        self.registry = registry
+        self.registry = registry if registry is not None else default_registry.copy()
         self.max_tool_rounds = max_tool_rounds
         """With a number, the run completes after that many rounds of tool calls (an evaluation
         that looks only at the model's first decision)."""

@@ -69,11 +69,31 @@ class ToolOutput:
     raw: Any = None
 
 
+@dataclass(frozen=True, slots=True)
+class Withheld:
+    """A chosen tool a run cannot offer now (its MCP server is down, turned off or no longer
+    lists it), and why: a call to it is answered with `reason` as unavailable, never as an
+    unknown tool."""
+
+    reason: str
+    source: str = ""
+
+
 class ToolRegistry:
-    """Named tools; other code adds its own with `register`."""
+    """Named tools; other code adds its own with `register`. A run executes with a registry of
+    its own (see `copy`): nothing one run adds or withholds changes another run's tools."""
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._withheld: dict[str, Withheld] = {}
+
+    def copy(self) -> ToolRegistry:
+        """A registry of its own with these tools: the Tool objects are shared and their
+        schemas not checked again, so a run's own registry costs a dict copy."""
+        copied = ToolRegistry()
+        copied._tools = dict(self._tools)
+        copied._withheld = dict(self._withheld)
+        return copied
 
     def register(
         self,
@@ -86,6 +106,7 @@ class ToolRegistry:
         jsonschema.Draft202012Validator.check_schema(definition.parameters)
         tool = Tool(definition, handler, timeout, source)
         self._tools[definition.name] = tool
+        self._withheld.pop(definition.name, None)
         return tool
 
     def tool(
@@ -111,6 +132,14 @@ class ToolRegistry:
     def unregister(self, name: str) -> None:
         self._tools.pop(name, None)
 
+    def withhold(self, name: str, reason: str, *, source: str = "") -> None:
+        """Keep `name` known but not offered: a call to it fails as unavailable, saying why."""
+        self._tools.pop(name, None)
+        self._withheld[name] = Withheld(reason, source)
+
+    def withheld(self, name: str) -> Withheld | None:
+        return self._withheld.get(name)
+
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 
@@ -125,8 +154,12 @@ class ToolRegistry:
         registered for a run, which differ from process to process."""
         return sorted(name for name, tool in self._tools.items() if not tool.source)
 
+    def offered(self, names: Iterable[str]) -> list[str]:
+        """Of `names`, those this registry offers to the model, in their order."""
+        return [name for name in names if name in self._tools]
+
     def definitions(self, names: Iterable[str]) -> list[ToolDefinition]:
-        return [self._tools[name].definition for name in names if name in self._tools]
+        return [self._tools[name].definition for name in self.offered(names)]
 
 
 default_registry = ToolRegistry()
@@ -189,52 +222,11 @@ DEMO_CARDS: tuple[dict[str, str], ...] = (
 )
 
 
-_STOP_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "about",
-        "also",
-        "any",
-        "card",
-        "cards",
-        "can",
-        "do",
-        "does",
-        "find",
-        "for",
-        "from",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "leave",
-        "look",
-        "me",
-        "my",
-        "note",
-        "of",
-        "on",
-        "or",
-        "please",
-        "search",
-        "tell",
-        "that",
-        "the",
-        "them",
-        "there",
-        "this",
-        "to",
-        "up",
-        "what",
-        "which",
-        "with",
-        "you",
-    ]
-)
+_SEARCH_STOP_WORDS = """
+    a an and are about also any card cards can do does find for from how i in is it leave look
+    me my note of on or please search tell that the them there this to up what which with you
+"""
+_STOP_WORDS = frozenset(_SEARCH_STOP_WORDS.split())
 
 
 @default_registry.tool(
@@ -276,7 +268,8 @@ class EventAgent:
     async def execute(self, call: ToolCall) -> ToolResult:
         started = time.monotonic()
         tool = self.registry.get(call.name)
-        source = tool.source if tool is not None else ""
+        withheld = self.registry.withheld(call.name)
+        source = tool.source if tool is not None else withheld.source if withheld else ""
         try:
             output = await self._execute(call)
         except ToolError as exc:
@@ -316,7 +309,10 @@ class EventAgent:
     async def _execute(self, call: ToolCall) -> ToolOutput:
         tool = self.registry.get(call.name)
         if tool is None or call.name not in self.enabled:
-            offered = ", ".join(sorted(self.enabled)) or "none"
+            withheld = self.registry.withheld(call.name)
+            if withheld is not None and call.name in self.enabled:
+                raise ToolError(withheld.reason, kind="unavailable")
+            offered = ", ".join(sorted(self.registry.offered(self.enabled))) or "none"
             raise ToolError(
                 f"tool {call.name!r} is not available (offered: {offered})",
                 kind="unknown_tool" if tool is None else "not_enabled",
@@ -366,7 +362,7 @@ INVALID = "invalid_arguments"
 FAILURE_KINDS = ("tool_error", INVALID, "unknown_tool", "not_enabled", "timeout", "unavailable")
 """Why a call failed: the tool raised or reported an error; the arguments were not JSON or not
 the schema's; the name was never a tool here; a tool this conversation did not enable; it took
-too long; its source (an MCP server) could not be reached."""
+too long; its source (an MCP server) could not be reached, or does not offer it now."""
 
 
 class ToolError(Exception):

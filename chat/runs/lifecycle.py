@@ -197,14 +197,6 @@ def _create_run(
 
             if version_from is None:
                 rows, request = load()  # invalid input is refused before anything else
-            # MCP tools are registered just before the run (mcp.hub.prepare), not here.
-            unavailable = [n for n in parameters.unavailable_tools() if mcp.SEPARATOR not in n]
-            if unavailable:
-                logger.info(
-                    "conversation %s: chosen tool(s) not available here, not offered: %s",
-                    conversation.pk,
-                    ", ".join(unavailable),
-                )
             reload = version_from is not None
             for active in conversation.runs.in_progress():
                 if not liveness.is_dead(active):
@@ -290,8 +282,6 @@ async def execute_run(
         # This task's provider reads wait for the publisher's next frame (set in the run's own
         # context: nothing else is paced).
         READ_PACING.set(publisher.read_due)
-    own_tools = runtime is not None
-    runtime = runtime or DebugRuntime(client=client)
 
     async def tell(event: events.RunEvent) -> None:
         for listener in listeners:
@@ -304,8 +294,12 @@ async def execute_run(
     controls = asyncio.create_task(control.listen(run, asyncio.current_task(), publisher))
     try:
         await tell(events.RunStarted())
-        if not own_tools:
-            request = await mcp.hub.prepare(request)
+        if runtime is None:  # the run's own tools: the built-in ones and its MCP tools
+            prepared = await mcp.hub.prepare(request)
+            request, registry = prepared.request, prepared.registry
+            runtime = DebugRuntime(client=client, registry=registry)
+            if not_offered := request.parameters.unavailable_tools(registry):
+                logger.info("run %s: chosen tools not offered: %s", run.pk, ", ".join(not_offered))
         resumed = time.monotonic()
         async for event in runtime.run(request):
             await recorder.record(event)

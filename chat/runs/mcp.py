@@ -1,9 +1,10 @@
-"""MCP servers in this process: their connections, their tools in the registry, and what the
+"""MCP servers in this process: their connections, their tools in a run's registry, and what the
 database knows of them (the tools each lists, whether it is up).
 
 The database is the source of truth for which servers and tools exist; each process keeps its
-own connections (a stdio server is started by the process that calls it) and registers a
-server's tools just before a run that enabled them, so a run without MCP tools costs nothing.
+own connections (a stdio server is started by the process that calls it) and, just before a
+run that enabled a server's tools, puts them in that run's own registry, so a run without MCP
+tools costs nothing and a server down for one run changes no other run's tools.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import logging
 import shlex
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async as sync_to_async
@@ -98,14 +100,25 @@ def _raw(result: Any) -> dict[str, Any]:
     return raw
 
 
-class Hub:
-    """This process's MCP connections and the registry entries of their tools."""
+@dataclass(frozen=True, slots=True)
+class PreparedRun:
+    """What a run executes with: its request (whole servers expanded) and its own registry."""
 
-    def __init__(self, registry: agent.ToolRegistry = agent.default_registry) -> None:
-        self.registry = registry
+    request: agent.DebugRunRequest
+    registry: agent.ToolRegistry
+
+
+def unavailable(server: str, reason: object) -> str:
+    """What the model reads of a call to a tool whose MCP server cannot be reached."""
+    return f"MCP server {server} is unavailable: {reason}"
+
+
+class Hub:
+    """This process's MCP connections. It keeps connections only: each run gets a registry of
+    its own from `prepare`, so a server down for one run changes no other run's tools."""
+
+    def __init__(self) -> None:
         self.connections: dict[str, tuple[mcp.ServerConfig, mcp.Connection]] = {}
-        self.registered: dict[str, str] = {}
-        """Exposed name -> server name, of what this hub put in the registry."""
         self._lock = asyncio.Lock()
 
     async def connection(self, server: McpServer) -> mcp.Connection:
@@ -127,32 +140,50 @@ class Hub:
         await known[1].start()
         return known[1]
 
-    async def prepare(self, request: agent.DebugRunRequest) -> agent.DebugRunRequest:
-        """Before a run: the MCP tools it enabled, connected and registered (a server that is
-        down is marked so, and its tools are not offered); whole servers expanded."""
+    async def prepare(self, request: agent.DebugRunRequest) -> PreparedRun:
+        """Before a run: its own registry, the built-in tools and the MCP tools it chose,
+        connected. A chosen MCP tool it cannot offer (its server down, and marked so; turned
+        off; no longer listed) is withheld: a call to it is answered as unavailable. Whole
+        servers are expanded, and the settings validated against that registry."""
+        registry = agent.default_registry.copy()
         names = request.parameters.enabled_tools
         if not any(mcp.SEPARATOR in name for name in names):
-            return request
+            return PreparedRun(request, registry)
         rows = await sync_to_async(lambda: list(McpTool.objects.chosen(names)))()
         for server in {row.server.pk: row.server for row in rows}.values():
+            own = [row for row in rows if row.server_id == server.pk]
             try:
                 connection = await self.connection(server)
             except mcp.McpUnavailable as exc:
                 await sync_to_async(mark)(server.pk, up=False, error=str(exc))
-                self._unregister(server.name)
+                reason = unavailable(server.name, exc)
+                for row in own:
+                    registry.withhold(row.exposed_name, reason, source=server.name)
                 continue
             if server.status != McpServer.Status.UP:
                 await sync_to_async(mark)(server.pk, up=True)
-            for row in rows:
-                if row.server_id == server.pk:
-                    self._register(row, server, connection)
+            for row in own:
+                self._register(registry, row, server, connection)
         expanded = tuple(dict.fromkeys(_expand(names, rows)))
-        if expanded == names:
-            return request
-        parameters = request.parameters.model_copy(update={"enabled_tools": expanded})
-        return request.model_copy(update={"parameters": parameters})
+        for name in expanded:
+            if mcp.SEPARATOR in name and name not in registry and registry.withheld(name) is None:
+                reason = f"MCP tool {name} is unavailable: no enabled server lists it"
+                registry.withhold(name, reason)
+        parameters = agent.AgentParameters.model_validate(
+            {**dict(request.parameters), "enabled_tools": expanded},
+            context={"registry": registry, "unavailable_tools": names},
+        )
+        return PreparedRun(request.model_copy(update={"parameters": parameters}), registry)
 
-    def _register(self, row: McpTool, server: McpServer, connection: mcp.Connection) -> None:
+    def _register(
+        self,
+        registry: agent.ToolRegistry,
+        row: McpTool,
+        server: McpServer,
+        connection: mcp.Connection,
+    ) -> None:
+        """Put one of a server's tools in a run's registry; it calls the server through this
+        hub's connection of the moment (a reconnection included)."""
         definition = row.definition()
         tool_name, server_name = row.name, server.name
 
@@ -162,23 +193,17 @@ class Hub:
                 live = current[1] if current is not None else connection
                 result = await live.call(tool_name, arguments)
             except mcp.McpUnavailable as exc:
-                raise ToolError(f"MCP server {server_name}: {exc}", kind="unavailable") from None
+                raise ToolError(unavailable(server_name, exc), kind="unavailable") from None
             if result.is_error:
                 raise ToolError(mcp.error_text(result), raw=_raw(result))
             return ToolOutput(mcp.result_text(result), raw=_raw(result))
 
         try:
-            self.registry.register(definition, call, timeout=server.timeout, source=server.name)
+            registry.register(definition, call, timeout=server.timeout, source=server_name)
         except Exception as exc:  # an input schema that is not JSON Schema: not offered
             logger.info("MCP tool %s not offered: %s", row.exposed_name, exc)
-            return
-        self.registered[row.exposed_name] = server.name
-
-    def _unregister(self, server_name: str) -> None:
-        for name, owner in list(self.registered.items()):
-            if owner == server_name:
-                self.registry.unregister(name)
-                del self.registered[name]
+            reason = f"MCP tool {row.exposed_name} is unavailable: its input schema is invalid"
+            registry.withhold(row.exposed_name, reason, source=server_name)
 
     async def refresh(self, server: McpServer) -> list[mcp.ServerTool]:
         """Ask the server for its tools now and store them; McpUnavailable if it is down."""
@@ -196,9 +221,6 @@ class Hub:
         connections = [connection for _, connection in self.connections.values()]
         self.connections.clear()
         await asyncio.gather(*(connection.close() for connection in connections))
-        for name in list(self.registered):
-            self.registry.unregister(name)
-        self.registered.clear()
         self._lock = asyncio.Lock()  # a command's next asyncio.run is a new event loop
 
 
@@ -260,7 +282,7 @@ async def refresh_all(
     For commands and the admin: a hub of their own, closed before returning, so no connection
     (nor stdio server) outlives the event loop the caller runs this in.
     """
-    own = Hub(registry=agent.ToolRegistry())
+    own = Hub()
     try:
         answers = await asyncio.gather(
             *(own.refresh(server) for server in servers), return_exceptions=True

@@ -332,3 +332,19 @@ def test_to_json_round_trips_with_custom_registry() -> None:
     )
     again = AgentParameters.model_validate(params.to_json(), context={"registry": registry})
     assert again == params
+
+
+def test_a_tool_the_registry_withholds_is_valid_and_unavailable() -> None:
+    registry = custom_registry()
+    registry.withhold("docs__pid", "MCP server docs is unavailable: refused")
+
+    parameters = AgentParameters.model_validate(
+        {"enabled_tools": ["search_wiki", "docs__pid"]}, context={"registry": registry}
+    )
+
+    assert parameters.enabled_tools == ("search_wiki", "docs__pid")
+    assert parameters.unavailable_tools(registry) == ("docs__pid",)
+    with pytest.raises(ValidationError, match="docs__pid"):
+        AgentParameters.model_validate(
+            {"enabled_tools": ["docs__pid"]}, context={"registry": custom_registry()}
+        )

@@ -20,7 +20,7 @@ from chat.agent.events import (
 from chat.agent.messages import ChatMessage, ToolCall
 from chat.agent.runtime import DebugRuntime
 from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
-from chat.agent.tools import ToolDefinition, ToolRegistry
+from chat.agent.tools import ToolDefinition, ToolRegistry, default_registry
 
 ALL_TOOLS = ("get_current_time", "handoff_note")
 
@@ -233,3 +233,34 @@ async def test_running_usage_totals_count_once_per_step() -> None:
     final = events[-1]
     assert isinstance(final, RunFinished)
     assert final.usage == Usage(7, 2, 9)
+
+
+async def test_each_runtime_executes_with_a_registry_of_its_own() -> None:
+    first, second = (
+        DebugRuntime(client=ScriptedChatClient()),
+        DebugRuntime(client=ScriptedChatClient()),
+    )
+    first.registry.withhold("get_current_time", "not here for this run")
+
+    assert first.registry is not second.registry
+    assert first.registry is not default_registry
+    assert "get_current_time" in second.registry and "get_current_time" in default_registry
+    assert second.registry.get("get_current_time") is default_registry.get("get_current_time")
+
+
+async def test_a_withheld_tool_is_not_offered_and_its_call_answered_unavailable() -> None:
+    registry = default_registry.copy()
+    registry.withhold("docs__pid", "MCP server docs is unavailable: refused", source="docs")
+    client = ScriptedChatClient([ScriptedTurn(tool_calls=(call("c1", "docs__pid"),)), "Down."])
+    req = DebugRunRequest.model_validate(
+        {"parameters": {"enabled_tools": ["docs__pid", "handoff_note"]}, "user_message": "go"},
+        context={"registry": registry},
+    )
+
+    events = await collect(DebugRuntime(client=client, registry=registry), req)
+
+    offered = [tool["function"]["name"] for tool in client.requests[0]["tools"]]
+    assert offered == ["handoff_note"]
+    [finished] = [e.result for e in events if isinstance(e, ToolCallFinished)]
+    assert (finished.failure, finished.source) == ("unavailable", "docs")
+    assert finished.error == "MCP server docs is unavailable: refused"

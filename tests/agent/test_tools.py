@@ -148,6 +148,37 @@ def test_fresh_registry_does_not_share_default_tools() -> None:
     assert {"get_current_time", "handoff_note"} <= set(default_registry.names())
 
 
+def test_a_copy_shares_the_tools_and_changes_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = registry_with("echo", lambda a: a)
+    echo = original.get("echo")
+
+    def no_second_check(schema: Any) -> None:
+        raise AssertionError("a copied tool's schema is checked again")
+
+    monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema", no_second_check)
+    copy = original.copy()
+    monkeypatch.undo()
+    copy.register(ToolDefinition(name="mine", description="m"), lambda a: a)
+    original.withhold("echo", "gone for now")
+
+    assert copy.get("echo") is echo  # the same Tool object, not a new one
+    assert copy.names() == ["echo", "mine"] and copy.withheld("echo") is None
+    assert original.names() == [] and "mine" not in original
+
+
+def test_a_withheld_tool_is_known_but_not_offered() -> None:
+    registry = registry_with("echo", lambda a: a)
+    registry.withhold("docs__pid", "MCP server docs is unavailable: refused", source="docs")
+
+    assert "docs__pid" not in registry
+    assert registry.offered(["docs__pid", "echo"]) == ["echo"]
+    assert [d.name for d in registry.definitions(["docs__pid", "echo"])] == ["echo"]
+    withheld = registry.withheld("docs__pid")
+    assert withheld is not None and withheld.source == "docs"
+    registry.register(ToolDefinition(name="docs__pid", description="p"), lambda a: 1)
+    assert registry.withheld("docs__pid") is None and "docs__pid" in registry
+
+
 def test_tool_definition_to_openai_shape() -> None:
     definition = ToolDefinition(
         name="search_cards", description="Search the cards.", parameters=STRICT_SCHEMA
@@ -214,6 +245,29 @@ async def test_disabled_tool_fails_and_is_not_run() -> None:
 async def test_nothing_enabled_says_none_offered() -> None:
     result = await EventAgent(registry_with("t", lambda _: "x"), []).execute(call("t"))
     assert "offered: none" in error_of(result)
+
+
+async def test_a_withheld_tool_is_answered_as_unavailable_never_unknown() -> None:
+    ran: list[bool] = []
+    registry = registry_with("echo", lambda _: ran.append(True))
+    registry.withhold("docs__pid", "MCP server docs is unavailable: refused", source="docs")
+
+    result = await EventAgent(registry, ["echo", "docs__pid"]).execute(call("docs__pid"))
+
+    assert error_of(result) == "MCP server docs is unavailable: refused"
+    assert (result.failure, result.source) == ("unavailable", "docs")
+    assert ran == []
+
+
+async def test_not_available_lists_only_what_was_offered() -> None:
+    registry = registry_with("echo", lambda _: None)
+    registry.withhold("docs__pid", "MCP server docs is unavailable: refused")
+    enabled = ["echo", "docs__pid", "module_not_loaded"]
+
+    result = await EventAgent(registry, enabled).execute(call("launch_rockets"))
+
+    assert error_of(result) == "tool 'launch_rockets' is not available (offered: echo)"
+    assert result.failure == "unknown_tool"
 
 
 @pytest.mark.parametrize("arguments", ["{not json", '{"a": ', "nul"])

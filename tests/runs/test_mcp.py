@@ -6,13 +6,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
 
-from chat import runs
+from chat import agent, runs
+from chat.agent.contracts import AgentParameters
+from chat.agent.events import StreamItem
+from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
 from chat.models import Conversation, McpServer, McpTool, Run, ToolCall
 from chat.runs import mcp as hub_module
 from chat.testing import factories as make
@@ -226,6 +229,35 @@ async def test_a_changed_tool_list_is_stored_and_offered(
     assert finished.status == "completed"
 
 
+async def test_each_run_gets_a_registry_of_its_own_and_the_hub_writes_none(
+    hub: hub_module.Hub,
+) -> None:
+    docs = McpHttpServer("docs").start()
+    try:
+        server = await http_server(docs.url)
+        await hub.refresh(server)
+        chosen = agent.AgentParameters.from_stored(
+            {"enabled_tools": ["docs__*", "docs__gone", "get_current_time"]}
+        )
+        request = agent.DebugRunRequest(parameters=chosen, user_message="go")
+        first = await hub.prepare(request)
+    finally:
+        docs.stop()
+    await hub.close()  # the next connection finds the server gone
+    second = await hub.prepare(request)
+
+    assert first.registry is not second.registry
+    assert "docs__pid" in first.registry and "docs__pid" not in agent.default_registry
+    assert first.registry.get("get_current_time") is agent.default_registry.get("get_current_time")
+    expanded = first.request.parameters.enabled_tools
+    assert "docs__pid" in expanded and "docs__*" not in expanded
+    gone = first.registry.withheld("docs__gone")
+    assert gone is not None and "no enabled server lists it" in gone.reason
+    withheld = second.registry.withheld("docs__pid")
+    assert withheld is not None and withheld.reason.startswith("MCP server docs is unavailable: ")
+    assert "docs__pid" in first.registry  # the second run's preparation changed nothing here
+
+
 async def test_a_server_that_is_down_is_marked_and_its_tools_not_offered(
     hub: hub_module.Hub, fake_openai: FakeOpenAIServer
 ) -> None:
@@ -234,13 +266,20 @@ async def test_a_server_that_is_down_is_marked_and_its_tools_not_offered(
     await hub.close()
     await McpServer.objects.filter(pk=server.pk).aupdate(command="/nonexistent/mcp-server")
     made = await conversation("local__add", "get_current_time")
-    fake_openai.enqueue(text_turn("No docs today."))
+    fake_openai.enqueue(
+        tool_turn([("c1", "local__add", '{"a": 2, "b": 3}')]),  # called all the same
+        text_turn("No docs today."),
+    )
 
     finished = await run(made, fake_openai)
 
     assert finished.status == "completed"
     offered = [tool["function"]["name"] for tool in fake_openai.requests[0].body["tools"]]
     assert offered == ["get_current_time"]
+    call = await ToolCall.objects.aget(run=finished)
+    assert (call.failure, call.server) == ("unavailable", "local")
+    assert call.error.startswith("MCP server local is unavailable: ")
+    assert call.error in tool_message(fake_openai, 1, "c1")
     await server.arefresh_from_db()
     assert server.status == McpServer.Status.DOWN and server.error
     made_again = await Conversation.objects.aget(pk=made.pk)
@@ -265,3 +304,61 @@ async def test_an_http_server_restarted_is_reached_again(
     call = await ToolCall.objects.aget(run=finished)
     assert call.status == "completed", call.error
     assert tool_message(fake_openai, 1, "c1") != tool_message(fake_openai, 3, "c2")
+
+
+class GatedModel(ScriptedChatClient):
+    """Scripted turns, each one asked for (`asked[n]` is set) and then held until the test
+    opens its gate (`gates[n]`): a run paused at a known step."""
+
+    def __init__(self, turns: list[ScriptedTurn]) -> None:
+        super().__init__(turns)
+        self.asked = [asyncio.Event() for _ in turns]
+        self.gates = [asyncio.Event() for _ in turns]
+
+    async def stream(
+        self,
+        messages: Sequence[agent.ChatMessage],
+        *,
+        tools: Sequence[agent.ToolDefinition] = (),
+        parameters: AgentParameters = AgentParameters(),
+    ) -> AsyncIterator[StreamItem]:
+        turn = len(self.requests)
+        self.asked[turn].set()
+        await self.gates[turn].wait()
+        async for item in super().stream(messages, tools=tools, parameters=parameters):
+            yield item
+
+
+def calls_pid(call_id: str) -> ScriptedTurn:
+    return ScriptedTurn(tool_calls=(agent.ToolCall(id=call_id, name="docs__pid", arguments="{}"),))
+
+
+async def test_a_server_down_as_a_second_run_starts_leaves_the_first_runs_tools(
+    hub: hub_module.Hub,
+) -> None:
+    docs = McpHttpServer("docs").start()
+    try:
+        await hub.refresh(await http_server(docs.url))
+        one, two = await conversation("docs__pid"), await conversation("docs__pid")
+        model = GatedModel([calls_pid("c1"), calls_pid("c2"), ScriptedTurn("Done.")])
+        first = await make.start_as_owner(one, "go", model)
+        await model.asked[0].wait()  # the first run is prepared: its tools are offered
+    finally:
+        docs.stop()
+    model.gates[0].set()  # its first call finds the server gone
+    await model.asked[1].wait()
+
+    second_model = ScriptedChatClient(["The docs are down."])
+    second = await make.start_as_owner(two, "go", second_model)
+    assert (await second.task).status == "completed"
+    assert "tools" not in second_model.requests[0]  # the server was down as it started
+    for gate in model.gates[1:]:
+        gate.set()
+    await first.task
+
+    calls = {c.call_id: c async for c in ToolCall.objects.filter(run=first.run)}
+    assert {call_id: c.failure for call_id, c in calls.items()} == {
+        "c1": "unavailable",
+        "c2": "unavailable",
+    }
+    assert "MCP server docs" in calls["c2"].error and "not available" not in calls["c2"].error
