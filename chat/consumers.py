@@ -1,4 +1,5 @@
-"""ChatConsumer: JSON frames in, HTML fragments out. Runs are started and stopped, never awaited."""
+"""The sockets: ChatConsumer (JSON frames in, HTML fragments out; runs are started and stopped,
+never awaited) and EvalProgressConsumer (a page watching an evaluation or a comparison)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from chat import access, runs
-from chat.fragments import render, transcript
+from chat.evals.fragments import PAGES, snapshot
+from chat.fragments import FRAGMENT, broadcast, render, transcript
 from chat.models import Conversation
 from chat.transcripts import versions
 from chat.turns import turn_for_run
@@ -54,7 +56,41 @@ class FrameBudget:
         return self.refused >= self.cutoff
 
 
-class ChatConsumer(AsyncWebsocketConsumer):
+class FragmentConsumer(AsyncWebsocketConsumer):
+    """A socket of a live page: what the server broadcasts (FRAGMENT) goes out as frames."""
+
+    group = ""
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        # Fragments touch no database: skip Channels' per-message aclose_old_connections, a
+        # trip through the one sync thread that every run's database work also queues on.
+        if message["type"] == FRAGMENT:
+            await self.fragment(message)
+            return
+        await super().dispatch(message)
+
+    async def fragment(self, event: dict[str, Any]) -> None:
+        html = event["html"]
+        frames = [html] if isinstance(html, str) else list(html)
+        if event.get("sender") == self.channel_name:
+            # The run this socket started: its composer is emptied in the same frame.
+            frames[-1] += event.get("sender_html", "")
+        try:
+            for frame in frames:
+                await self.send(text_data=frame)
+            if event.get("close"):
+                await self.close()
+        except Disconnected:
+            # The tab closed between a frame's publication and daphne telling this consumer;
+            # the work goes on, and the disconnect that follows ends the consumer.
+            logger.debug("%s: a frame for a closed socket", self.group)
+
+    async def disconnect(self, code: int) -> None:
+        if self.group:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+
+class ChatConsumer(FragmentConsumer):
     """One browser tab watching one conversation; a router between frames, runs and the group."""
 
     conversation: Conversation
@@ -91,10 +127,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     text_data=render("reply", {"turn": turn, "oob": True})
                     + render("run-state", {"running": False})
                 )
-
-    async def disconnect(self, code: int) -> None:
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
         if not self.budget.take():
@@ -178,9 +210,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         if switched:
             html = await database_sync_to_async(transcript)(self.conversation)
-            await self.channel_layer.group_send(
-                self.group, {"type": "chat.fragment", "html": html + render("notice", {})}
-            )
+            await broadcast(self.group, html + render("notice", {}))
 
     async def chat_unshared(self, event: dict[str, Any]) -> None:
         """The owner took the conversation back: a reader's socket closes at once."""
@@ -191,26 +221,6 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def notice(self, text: str) -> None:
         """An error for this socket only, shown above the composer."""
         await self.send(text_data=render("notice", {"notice": text}))
-
-    async def dispatch(self, message: dict[str, Any]) -> None:
-        # Fragments touch no database: skip Channels' per-message aclose_old_connections, a
-        # trip through the one sync thread that every run's database work also queues on.
-        if message["type"] == "chat.fragment":
-            await self.chat_fragment(message)
-            return
-        await super().dispatch(message)
-
-    async def chat_fragment(self, event: dict[str, Any]) -> None:
-        html = event["html"]
-        if event.get("sender") == self.channel_name:
-            # The run this socket started: its composer is emptied in the same frame.
-            html += event.get("sender_html", "")
-        try:
-            await self.send(text_data=html)
-        except Disconnected:
-            # The tab closed between a frame's publication and daphne telling this consumer;
-            # the run goes on, and the disconnect that follows ends the consumer.
-            logger.debug("conversation %s: a frame for a closed socket", self.conversation.pk)
 
 
 def _number(value: Any) -> int | None:
@@ -226,3 +236,29 @@ def _live_run(query_string: bytes) -> int | None:
     query = parse_qs(query_string.decode("latin-1"))
     value = (query.get("live") or [""])[0]
     return int(value) if value.isdigit() else None
+
+
+class EvalProgressConsumer(FragmentConsumer):
+    """A page watching an evaluation (`runs`) or a comparison (`compare`) live: it only
+    listens. On connect it gets the page's live parts as they are now, then every push; once
+    the evaluation has ended the socket closes (normally: the page does not reconnect)."""
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=CLOSE_UNAUTHENTICATED)
+            return
+        kwargs = self.scope["url_route"]["kwargs"]
+        kind, pk = kwargs["kind"], kwargs["pk"]
+        page = PAGES.get(kind)
+        if page is None or not await page[0]._default_manager.filter(pk=pk).aexists():
+            await self.close(code=CLOSE_NOT_FOUND)
+            return
+        self.group = page[1](pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        parts, active = await database_sync_to_async(snapshot)(kind, pk)
+        for part in parts:
+            await self.send(text_data=part)
+        if not active:
+            await self.close()

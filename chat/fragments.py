@@ -25,7 +25,7 @@ from chat.agent import events
 from chat.agent.tools import humanize
 from chat.models import Conversation, Message, Run
 from chat.models.conversations import group_name
-from chat.templatetags.chat_tags import pill
+from chat.templatetags.chat_tags import fragment_id, pill
 from chat.transcripts import versions
 from chat.turns import Turn, conversation_turns, turn_for_run
 
@@ -37,20 +37,44 @@ BUSY_FLUSH_INTERVAL = 0.08
 QUIET_STREAMS = 10
 BUSY_STREAMS = 100
 OPENING_WAIT = 0.025
+FRAGMENT = "fragment"
+"""The channel layer message that carries HTML to sockets: `html` (one frame, or a list of
+frames), and optionally `close` (the socket closes after it) and `sender`/`sender_html` (HTML
+for that one socket only). Every consumer that shows live pages takes it (chat.consumers)."""
 
 
-FINISHED = {
-    "completed": "The reply is finished.",
-    "cancelled": "The reply was stopped.",
-    "failed": "The reply failed: {error}",
-    "interrupted": "The reply was interrupted: {error}",
+ENDED = {
+    "completed": "The {subject} is finished{detail}.",
+    "cancelled": "The {subject} was stopped{detail}.",
+    "failed": "The {subject} failed: {error}",
+    "interrupted": "The {subject} was interrupted: {error}",
 }
-"""What a screen reader hears when a run ends; the streamed text itself is not announced."""
+
+
+def ended_text(subject: str, status: str, error: str | None = None, detail: str = "") -> str:
+    """What a screen reader hears when a long task ends ("The reply is finished."); what it
+    streamed is not announced. `detail` follows a finished or stopped one's status."""
+    text = ENDED.get(status, "The {subject} stopped: {error}")
+    return text.format(subject=subject, detail=detail, error=error or "no reason given")
 
 
 def render(partial: str, context: dict[str, Any]) -> str:
     """Render one named fragment of the conversation page; names are ours, never the client's."""
     return render_to_string(f"{TEMPLATE}#{partial}", context)
+
+
+async def broadcast(group: str, html: str | list[str], **extra: Any) -> None:
+    """Send HTML to every socket of `group`, in any process (see FRAGMENT for `extra`)."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(group, {"type": FRAGMENT, "html": html, **extra})
+
+
+async def send_to(channel: str, html: str) -> None:
+    """Send HTML to one socket."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.send(channel, {"type": FRAGMENT, "html": html})
 
 
 def announce(text: str) -> str:
@@ -117,7 +141,6 @@ class RunPublisher:
         self.sender = sender
         self.new_version = new_version
         self.group = group_name(run.conversation_id)
-        self.layer = get_channel_layer()
         self.base_interval = interval
         self._counted = False
         self.state = LiveState()
@@ -234,7 +257,7 @@ class RunPublisher:
         parts = []
         for kind, chunk in _merge(pending):
             getattr(self.state, kind).append(chunk)
-            target = f"reply-{key}-text" if kind == "text" else f"reply-{key}-reasoning"
+            target = fragment_id("reply", key, kind)
             parts.append(f'<span id="{target}" hx-swap-oob="beforeend">{escape(chunk)}</span>')
         return "".join(parts)
 
@@ -274,7 +297,7 @@ class RunPublisher:
                 state.running.pop(result.tool_call.id, None)
                 state.finished.append(result)
                 return render("indicator", {"key": key, "live": state, "oob": True}) + (
-                    f'<span id="pills-{key}" hx-swap-oob="beforeend">'
+                    f'<span id="{fragment_id("pills", key)}" hx-swap-oob="beforeend">'
                     + pill(
                         result.tool_call.name,
                         result.status,
@@ -288,11 +311,7 @@ class RunPublisher:
                 return (
                     render("reply", {"turn": turn, "oob": True})
                     + render("run-state", {"running": False})
-                    + announce(
-                        FINISHED.get(status, "The reply stopped: {error}").format(
-                            error=error or "no reason given"
-                        )
-                    )
+                    + announce(ended_text("reply", status, error))
                 )
         return ""
 
@@ -316,8 +335,7 @@ class RunPublisher:
             await self._opening
         async with self._lock:
             html = await self.snapshot() + render("run-state", {"running": True})
-            if self.layer is not None:
-                await self.layer.send(channel, {"type": "chat.fragment", "html": html})
+            await send_to(channel, html)
 
     @staticmethod
     def _emptied_composer() -> str:
@@ -338,11 +356,8 @@ class RunPublisher:
 
     async def _group_send(self, html: str, **extra: str) -> None:
         """Send a frame to every socket; `sender`/`sender_html` add HTML for one socket only."""
-        if self.layer is not None:
-            self.frames += 1
-            await self.layer.group_send(
-                self.group, {"type": "chat.fragment", "html": html, **extra}
-            )
+        self.frames += 1
+        await broadcast(self.group, html, **extra)
 
 
 def _merge(pending: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:

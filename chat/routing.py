@@ -2,8 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from chat.consumers import ChatConsumer
-from chat.evals.progress import EvalProgressConsumer
+from chat.consumers import ChatConsumer, EvalProgressConsumer
 
 websocket_urlpatterns = [
     # Channels' URLRouter takes Django's path() with an ASGI application in place of a view.

@@ -17,6 +17,7 @@ from agentlab_site.asgi import application
 from chat import agent, runs
 from chat.agent.errors import ProviderHTTPError
 from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
+from chat.fragments import FRAGMENT
 from chat.models import Conversation, Message, Run, Version
 from chat.routing import websocket_urlpatterns
 from chat.runs import lifecycle
@@ -402,7 +403,7 @@ async def test_a_frame_for_a_socket_that_just_closed_is_dropped_quietly(
 
     monkeypatch.setattr(consumer, "send", closed)
     with caplog.at_level("DEBUG", logger="chat.consumers"):
-        await consumer.chat_fragment({"type": "chat.fragment", "html": "<p>late</p>"})
+        await consumer.fragment({"type": FRAGMENT, "html": "<p>late</p>"})
 
     assert attempts == ["<p>late</p>"]  # it was tried, and the error did not escape
     assert "a frame for a closed socket" in caplog.text

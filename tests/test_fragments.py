@@ -170,3 +170,21 @@ def test_frames_grow_longer_while_many_runs_stream() -> None:
     assert 0.04 < frame_interval(0.04, (QUIET_STREAMS + BUSY_STREAMS) // 2) < BUSY_FLUSH_INTERVAL
     assert frame_interval(0.04, BUSY_STREAMS) == frame_interval(0.04, 1_000) == BUSY_FLUSH_INTERVAL
     assert frame_interval(0.2, 1_000) == 0.2  # a longer interval of the caller's is kept
+
+
+async def test_every_id_a_live_frame_targets_is_an_element_of_the_page() -> None:
+    """Text, reasoning and pills are appended by id: the ids the publisher writes and the ids
+    the page renders come from one helper (fragment_id), so they cannot drift apart."""
+    conversation = Conversation(pk=9005, title="Ids")
+    run = Run(pk=9005, conversation=conversation, status="in_progress")
+    publisher = RunPublisher(run)
+    publisher._buffer(events.TextDelta("words"))
+    publisher._buffer(events.ReasoningDelta("thinking"))
+    asked = agent.ToolCall(id="c1", name="search_cards", arguments="{}")
+    done = events.ToolResult(tool_call=asked, content="{}", status="completed")
+    frames = publisher._drain() + await publisher._render(events.ToolCallFinished(done))
+    targets = set(re.findall(r'id="([^"]+)" hx-swap-oob="beforeend"', frames))
+    assert targets == {"reply-9005-text", "reply-9005-reasoning", "pills-9005"}
+
+    page = fragments.render("live-reply", {"turn": Turn(user=None, run=run), "live": None})
+    assert targets <= set(re.findall(r'id="([^"]+)"', page))

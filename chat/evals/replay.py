@@ -40,7 +40,7 @@ from chat.models import (
     Run,
     RunStatus,
 )
-from chat.runs import Endpoint, RunRefused, build_client, endpoint, execute_run, liveness
+from chat.runs import Endpoint, RunRefused, build_client, endpoint, execute_run, tasks
 
 logger = logging.getLogger(__name__)
 
@@ -49,8 +49,6 @@ CONCURRENCY = 4
 MAX_REPEAT = 100
 
 ResultListener = Callable[[EvalRun, EvalResult], Awaitable[None]]
-running: dict[int, asyncio.Task[Any]] = {}
-"""The evaluations replaying in this process, by id: Stop cancels their task."""
 INTERRUPTED = "Interrupted: the server process stopped during the evaluation."
 
 
@@ -110,7 +108,7 @@ def create_eval_run(
         repeat=repeat,
         continue_loop=continue_loop,
         total=len(cases) * repeat,
-        worker=liveness.WORKER_ID,
+        worker=tasks.WORKER_ID,
         started_by=user if getattr(user, "is_authenticated", False) else None,
     )
 
@@ -125,12 +123,10 @@ async def run_eval(
     concurrency: int = CONCURRENCY,
 ) -> EvalRun:
     """Replay every case `eval_run.repeat` times, saving a result as each attempt ends and
-    telling the listeners; the evaluation ends completed, or cancelled when its task is."""
+    telling the listeners; the evaluation ends completed, or cancelled when its task is (Stop
+    from any process: `tasks.EVALUATIONS.request_cancel`)."""
     gate = asyncio.Semaphore(concurrency)
-    task = asyncio.current_task()
-    if task is not None:
-        running[eval_run.pk] = task
-    heartbeat = asyncio.create_task(_beat(eval_run.pk))
+    release = tasks.EVALUATIONS.hold(eval_run.pk, eval_run.pk)
 
     async def attempt(case: Case, number: int) -> None:
         async with gate:
@@ -147,7 +143,7 @@ async def run_eval(
     except asyncio.CancelledError:
         status, reason = (
             (EvalStatus.INTERRUPTED, INTERRUPTED)
-            if liveness.stopping.is_set()
+            if tasks.stopping.is_set()
             else (EvalStatus.CANCELLED, "Stopped by the user.")
         )
         await asyncio.shield(_finish(eval_run, status, reason))
@@ -157,54 +153,25 @@ async def run_eval(
         await _finish(eval_run, EvalStatus.FAILED, f"Internal error: {type(exc).__name__}")
         return eval_run
     finally:
-        heartbeat.cancel()
-        running.pop(eval_run.pk, None)
+        release()
     await _finish(eval_run, EvalStatus.COMPLETED, "")
     return eval_run
 
 
-async def _beat(eval_run_id: int) -> None:
-    while True:
-        await (
-            EvalRun.objects.in_progress()
-            .filter(pk=eval_run_id)
-            .aupdate(heartbeat_at=timezone.now())
-        )
-        await asyncio.sleep(liveness.HEARTBEAT_INTERVAL)
-
-
-def cancel(eval_run_id: int) -> bool:
-    """Stop an evaluation replaying in this process; False when it is not replaying here."""
-    task = running.get(eval_run_id)
-    if task is None or task.done():
-        return False
-    task.cancel()
-    return True
-
-
-def is_dead(eval_run: EvalRun) -> bool:
-    """Whether the process replaying an in-progress evaluation is gone (see runs.liveness)."""
-    if eval_run.worker == liveness.WORKER_ID:
-        return eval_run.pk not in running
-    return liveness.process_gone(eval_run.worker, eval_run.heartbeat_at or eval_run.started_at)
+def interrupt(eval_run: EvalRun) -> bool:
+    """Mark an evaluation whose process died as interrupted; False when another process got
+    there first. Its attempts' runs are recovered as any run is."""
+    claimed = (
+        EvalRun.objects.in_progress()
+        .filter(pk=eval_run.pk)
+        .update(status=EvalStatus.INTERRUPTED, error=INTERRUPTED, finished_at=timezone.now())
+    )
+    return bool(claimed)
 
 
 def recover_interrupted() -> list[EvalRun]:
-    """Mark every in-progress evaluation whose process is gone as interrupted; returns them.
-    Their attempts' runs are recovered as any run is (`runs.recover_interrupted_runs`)."""
-    recovered = []
-    for eval_run in EvalRun.objects.in_progress():
-        if is_dead(eval_run):
-            claimed = (
-                EvalRun.objects.in_progress()
-                .filter(pk=eval_run.pk)
-                .update(
-                    status=EvalStatus.INTERRUPTED, error=INTERRUPTED, finished_at=timezone.now()
-                )
-            )
-            if claimed:
-                recovered.append(eval_run)
-    return recovered
+    """Mark every in-progress evaluation whose process is gone as interrupted; returns them."""
+    return tasks.EVALUATIONS.recover(interrupt)
 
 
 async def _finish(eval_run: EvalRun, status: str, error: str) -> None:
@@ -230,8 +197,7 @@ async def replay(
         client=client, registry=registry, max_tool_rounds=None if eval_run.continue_loop else 1
     )
     task = asyncio.create_task(execute_run(run, request, client, runtime=runtime))
-    liveness.running[run.pk] = task
-    task.add_done_callback(lambda _: liveness.running.pop(run.pk, None))
+    tasks.RUNS.register(run.pk, task)
     try:
         await asyncio.shield(task)
     except asyncio.CancelledError:
@@ -273,7 +239,7 @@ def _prepare(
         run = Run.objects.create(
             conversation=conversation,
             created_by=user,
-            worker=liveness.WORKER_ID,
+            worker=tasks.WORKER_ID,
             heartbeat_at=timezone.now(),
             model=eval_run.model,
             parameters=parameters.to_json(),

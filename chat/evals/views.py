@@ -26,10 +26,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from chat import access
 from chat.agent import decisions
-from chat.evals import cases, compare, progress, replay
+from chat.evals import cases, compare, lifecycle, replay, tables
 from chat.evals.forms import CompareForm, RunForm
 from chat.models import Case, CaseSet, Comparison, Conversation, EvalRun
-from chat.runs import RunRefused, liveness
+from chat.runs import RunRefused, tasks
 
 if TYPE_CHECKING:
     from chat.views import AuthenticatedRequest
@@ -109,7 +109,7 @@ def _checked_run(request: AuthenticatedRequest) -> HttpResponse | Started:
         targets = form.chosen()
         case_set: CaseSet = form.cleaned_data["case_set"]
         replayed = list(case_set.cases.order_by("pk"))
-        if liveness.stopping.is_set():
+        if tasks.stopping.is_set():
             form.add_error(None, STOPPING)
         elif not replayed:
             form.add_error("case_set", f"The set “{case_set}” has no cases to replay.")
@@ -141,7 +141,7 @@ async def index(request: AuthenticatedRequest) -> HttpResponse:
     if isinstance(outcome, HttpResponse):
         return outcome
     user = cast(User, await request.auser())
-    progress.start_eval(outcome.eval_run, outcome.cases, outcome.target, user=user)
+    lifecycle.start_eval(outcome.eval_run, outcome.cases, outcome.target, user=user)
     return redirect("chat:evals:run", outcome.eval_run.pk)
 
 
@@ -169,7 +169,7 @@ def eval_run_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     eval_run = get_object_or_404(
         EvalRun.objects.select_related("case_set", "started_by", "comparison"), pk=pk
     )
-    shown = progress.table(eval_run)
+    shown = tables.table(eval_run)
     context = {
         "eval_run": eval_run,
         "table": shown,
@@ -191,7 +191,7 @@ async def eval_run_stop(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     if not access.may_stop(user, eval_run.started_by_id):
         return HttpResponseForbidden("Only whoever started an evaluation (or staff) stops it.")
     if eval_run.is_active:
-        await progress.request_stop(eval_run.pk)
+        await lifecycle.request_stop(eval_run.pk)
         await sync_to_async(messages.info)(request, "Stopping: what was done stays.")
     return redirect("chat:evals:run", eval_run.pk)
 
@@ -239,7 +239,7 @@ def _checked_comparison(request: AuthenticatedRequest) -> HttpResponse | Compare
     form = CompareForm(request.POST, user=request.user, conversation=conversation)
     if form.is_valid():
         targets = form.chosen()
-        if liveness.stopping.is_set():
+        if tasks.stopping.is_set():
             form.add_error(None, STOPPING)
         elif len(targets) >= 2:
             try:
@@ -282,7 +282,7 @@ async def compare_start(request: AuthenticatedRequest) -> HttpResponse:
     if isinstance(outcome, HttpResponse):
         return outcome
     user = cast(User, await request.auser())
-    progress.start_comparison(
+    lifecycle.start_comparison(
         outcome.comparison, outcome.eval_runs, outcome.targets, outcome.cases, user=user
     )
     return redirect("chat:evals:comparison", outcome.comparison.pk)
@@ -316,7 +316,7 @@ async def comparison_stop(request: AuthenticatedRequest, pk: int) -> HttpRespons
         return HttpResponseForbidden("Only whoever started a comparison (or staff) stops it.")
     stopped = 0
     async for eval_run in comparison.eval_runs.in_progress():
-        await progress.request_stop(eval_run.pk)
+        await lifecycle.request_stop(eval_run.pk)
         stopped += 1
     if stopped:
         await sync_to_async(messages.info)(request, "Stopping: what was done stays.")

@@ -3,9 +3,11 @@
 - `providers`: which endpoint and model a conversation uses, and the client for it.
 - `scheduling`: runs that have shown nothing yet go first (StartFirst).
 - `lifecycle`: start, execute, cancel.
-- `control`: the channel through which any process stops a run or catches up with it.
+- `tasks`: the long tasks of this process (runs and evaluations): registry, heartbeat, control
+  group, dead-process check, recovery, wind-up.
+- `control`: a run's Stop and catch-up requests, from a socket in any process.
 - `recorder`: run events into rows.
-- `liveness`: heartbeats, dead-run detection, interrupt and recovery.
+- `liveness`: a run whose process died, interrupted and its history repaired.
 - `titles`: the model's title for a conversation after its first reply, in the background.
 """
 

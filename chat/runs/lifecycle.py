@@ -30,7 +30,7 @@ from chat.fragments import RunPublisher
 from chat.models import Conversation, Message, Run, RunStatus, title_from
 from chat.transcripts import versions
 
-from . import control, liveness, mcp, titles
+from . import control, liveness, mcp, tasks, titles
 from .exceptions import RunRefused
 from .providers import Endpoint, build_client, endpoint, profile_for_run
 from .recorder import Recorder
@@ -83,7 +83,7 @@ async def start_run(
     # Asked here, not only by the callers: whoever starts a run, only who may write does.
     if refused := access.denied(user, access.Action.WRITE, conversation):
         raise RunRefused(refused)
-    if liveness.stopping.is_set():
+    if tasks.stopping.is_set():
         raise RunRefused(STOPPING)
     if content is not None:
         # Checked first: an oversized or empty message costs no client, lock or query.
@@ -128,14 +128,9 @@ async def start_run(
         ),
         context=contextvars.Context(),
     )
-    liveness.running[run.pk] = task
-    liveness.starting.discard(run.pk)
-
-    def done(_: asyncio.Task[Run]) -> None:
-        liveness.running.pop(run.pk, None)
-        started()  # a task cancelled before its first step never ran its own finally
-
-    task.add_done_callback(done)
+    tasks.RUNS.register(run.pk, task)
+    # A task cancelled before its first step never ran its own finally.
+    task.add_done_callback(lambda _: started())
     return RunHandle(run=run, task=task)
 
 
@@ -154,11 +149,7 @@ def _message_limit() -> dict[str, int]:
 
 def cancel_run(run_id: int) -> bool:
     """Cancel a run executing in this process; False when it is not running here."""
-    task = liveness.running.get(run_id)
-    if task is None or task.done():
-        return False
-    task.cancel()
-    return True
+    return tasks.RUNS.cancel(run_id)
 
 
 def _create_run(
@@ -199,7 +190,7 @@ def _create_run(
                 rows, request = load()  # invalid input is refused before anything else
             reload = version_from is not None
             for active in conversation.runs.in_progress():
-                if not liveness.is_dead(active):
+                if not tasks.RUNS.is_dead(active):
                     raise RunRefused(IN_PROGRESS)
                 liveness.interrupt(active)
                 reload = True  # the repair answered the run's dangling tool calls
@@ -211,12 +202,12 @@ def _create_run(
             run = Run.objects.create(
                 conversation=conversation,
                 created_by=user,
-                worker=liveness.WORKER_ID,
+                worker=tasks.WORKER_ID,
                 heartbeat_at=timezone.now(),
                 model=parameters.model or client.model,
                 parameters=parameters.to_json(),
             )
-            liveness.starting.add(run.pk)
+            tasks.RUNS.starting.add(run.pk)
             created.append(run.pk)
             user_message = None
             next_index = rows[-1].index + 1 if rows else 0
@@ -233,7 +224,7 @@ def _create_run(
             conversation.save(update_fields=["title", "updated_at"])
     except BaseException as exc:
         # Rolled back: the run's id was never committed (and SQLite may hand it out again).
-        liveness.starting.difference_update(created)
+        tasks.RUNS.starting.difference_update(created)
         if isinstance(exc, IntegrityError):
             raise RunRefused(IN_PROGRESS) from None
         raise
@@ -290,8 +281,7 @@ async def execute_run(
             except Exception:
                 logger.exception("run %s: a listener failed on %s", run.pk, type(event).__name__)
 
-    heartbeat = asyncio.create_task(liveness.beat(run.pk))
-    controls = asyncio.create_task(control.listen(run, asyncio.current_task(), publisher))
+    release = tasks.RUNS.hold(run.pk, run.conversation_id, control.handler(publisher))
     try:
         await tell(events.RunStarted())
         if runtime is None:  # the run's own tools: the built-in ones and its MCP tools
@@ -319,7 +309,7 @@ async def execute_run(
         # Stop, or the process is stopping (then the run is interrupted, not cancelled).
         status, reason = (
             (RunStatus.INTERRUPTED, liveness.INTERRUPTED)
-            if liveness.stopping.is_set()
+            if tasks.stopping.is_set()
             else (RunStatus.CANCELLED, "Cancelled by the user.")
         )
 
@@ -337,8 +327,7 @@ async def execute_run(
         finished = await recorder.stop(RunStatus.FAILED, f"Internal error: {type(exc).__name__}")
         await tell(finished)
     finally:
-        heartbeat.cancel()
-        controls.cancel()
+        release()
         if publisher is not None:
             publisher.close()
         await client.aclose()

@@ -9,22 +9,20 @@ failed request changes nothing; the run has long been reported by then.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 from dataclasses import dataclass
 
 from channels.db import database_sync_to_async as sync_to_async
-from channels.layers import get_channel_layer
 from django.conf import settings
 
 from chat.agent.errors import ChatClientError
 from chat.agent.scripted import scripted_title
 from chat.agent.titles import propose_title
-from chat.fragments import render
+from chat.fragments import broadcast, render
 from chat.models import Conversation, Message, Run, RunStatus, title_from
 from chat.models.conversations import group_name
 
-from . import liveness
+from . import tasks
 from .exceptions import RunRefused
 from .providers import Endpoint, build_client
 
@@ -45,22 +43,18 @@ class Untitled:
 
 def propose_later(run: Run, target: Endpoint) -> asyncio.Task[str | None] | None:
     """After a completed run, ask `target` for its conversation's title in a task of its own
-    (kept in `liveness.background`); the task, or None when there is nothing to ask."""
+    (kept in `tasks.background`); the task, or None when there is nothing to ask."""
     if settings.AGENTLAB_TITLES == "off" or run.status != RunStatus.COMPLETED:
         return None
-    if liveness.stopping.is_set():
+    if tasks.stopping.is_set():
         return None
-    # A fresh context, as for runs: nothing of the caller's (a request's executor) is kept.
-    task = asyncio.create_task(propose(run, target), context=contextvars.Context())
-    liveness.background.add(task)
-    task.add_done_callback(liveness.background.discard)
-    return task
+    return tasks.launch(propose(run, target))
 
 
 async def settle() -> None:
     """Wait until no title request of this process is in flight (tests)."""
-    while liveness.background:
-        await asyncio.wait(list(liveness.background))
+    while tasks.background:
+        await asyncio.wait(list(tasks.background))
 
 
 async def propose(run: Run, target: Endpoint) -> str | None:
@@ -143,11 +137,8 @@ def _save(untitled: Untitled, title: str) -> bool:
 
 async def publish(conversation: Conversation) -> None:
     """The page header and the sidebar link of every tab showing the conversation."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
     try:
         html = render("title", {"conversation": conversation, "oob": True})
-        await layer.group_send(group_name(conversation.pk), {"type": "chat.fragment", "html": html})
+        await broadcast(group_name(conversation.pk), html)
     except Exception:
         logger.exception("conversation %s: the new title was not pushed", conversation.pk)

@@ -1,5 +1,5 @@
 """Template tags and filters for the chat pages and the admin: tool pills, pretty JSON, folded
-text, tool display names, the sidebar's date groups."""
+text, tool display names, the sidebar's date groups, the ids of live fragments."""
 
 from __future__ import annotations
 
@@ -156,6 +156,13 @@ def pill(
 
 
 register.simple_tag(pill, name="tool_pill")
+
+
+@register.simple_tag
+def fragment_id(*parts: object) -> str:
+    """The id of an element a socket frame replaces: `fragment_id("reply", 5, "text")` is
+    "reply-5-text". Python and templates both name such ids through it, so they cannot drift."""
+    return "-".join(str(part) for part in parts)
 
 
 @register.filter

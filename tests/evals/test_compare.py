@@ -16,10 +16,10 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
-from chat.evals import compare, progress, replay
+from chat.evals import compare, lifecycle, replay
 from chat.models import Case, CaseSet, Comparison, EvalResult, EvalRun, ProviderProfile
 from chat.routing import websocket_urlpatterns
-from chat.runs import RunRefused, liveness
+from chat.runs import RunRefused, tasks
 from chat.testing import evals as made_for
 from chat.testing import factories as make
 from chat.testing.openai_script import MODEL, tool_turn
@@ -46,8 +46,8 @@ def profile(name: str, server: FakeOpenAIServer) -> ProviderProfile:
 
 async def settle() -> None:
     async with asyncio.timeout(20):
-        while liveness.background:
-            await asyncio.wait(list(liveness.background))
+        while tasks.background:
+            await asyncio.wait(list(tasks.background))
 
 
 def targets(*values: str, repeat: int = 1, **more: Any) -> dict[str, Any]:
@@ -266,7 +266,7 @@ async def test_the_comparison_socket_gets_the_row_as_each_target_decides(
     body, head, page = [await ws.receive_from(timeout=5) for _ in range(3)]  # the catch-up
     assert body.count("Waiting…") == 2 and "Target 2" in head and "0 / 2" in page
 
-    await progress.start_comparison(comparison, eval_runs, chosen, [case], user=ada)
+    await lifecycle.start_comparison(comparison, eval_runs, chosen, [case], user=ada)
 
     frames = await until_closed(ws)
     rows = [f for f in frames if f.lstrip().startswith(f'<tr id="row-{comparison.pk}-c{case.pk}"')]

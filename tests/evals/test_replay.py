@@ -18,6 +18,7 @@ from django.utils import timezone
 from chat.agent import decisions
 from chat.evals import cases, replay
 from chat.models import Conversation, EvalResult, EvalRun, ModelCall, ResultVerdict, Run
+from chat.runs import tasks
 from chat.testing import evals as made_for
 from chat.testing import factories as make
 from chat.testing.openai_script import MODEL, error, text_turn, tool_turn
@@ -183,13 +184,13 @@ async def test_stop_cancels_an_evaluation_and_keeps_what_was_done() -> None:
             if await EvalResult.objects.filter(eval_run=eval_run).aexists():
                 break
             await asyncio.sleep(0.02)
-        assert replay.cancel(eval_run.pk)
+        assert tasks.EVALUATIONS.cancel(eval_run.pk)
         with pytest.raises(asyncio.CancelledError):
             await task
     await eval_run.arefresh_from_db()
     assert eval_run.status == "cancelled"
     assert 1 <= eval_run.done < 3
-    assert eval_run.pk not in replay.running
+    assert eval_run.pk not in tasks.EVALUATIONS.running
     assert not await Run.objects.filter(status="in_progress").aexists()
 
 

@@ -1,4 +1,4 @@
-"""The Evaluations pages (chat/evals/views.py) and their live progress (chat/evals/progress.py):
+"""The Evaluations pages (chat/evals/views.py) and their live progress (chat/evals/fragments.py):
 who sees what, the Run form's refusals, an evaluation started from the page and run to its end
 with the scripted model, Stop, and the fragments its socket receives."""
 
@@ -16,10 +16,11 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient, Client, override_settings
 from django.urls import reverse
 
-from chat.evals import cases, forms, progress, replay
+from chat import consumers
+from chat.evals import cases, forms, lifecycle, replay
 from chat.models import Case, EvalResult, EvalRun, ProviderProfile
 from chat.routing import websocket_urlpatterns
-from chat.runs import liveness
+from chat.runs import tasks
 from chat.testing import evals as made_for
 from chat.testing import factories as make
 from tests.test_security import audit
@@ -43,8 +44,8 @@ async def alogged_in(user: Any) -> AsyncClient:
 async def settle() -> None:
     """Wait for the evaluations this process started in the background."""
     async with asyncio.timeout(20):
-        while liveness.background:
-            await asyncio.wait(list(liveness.background))
+        while tasks.background:
+            await asyncio.wait(list(tasks.background))
 
 
 async def asearch_case(owner: Any) -> Case:
@@ -340,7 +341,7 @@ async def test_each_result_reaches_the_page_as_its_row_and_the_end_closes_the_so
     assert rows.lstrip().startswith('<tbody id="results-body"') and rows.count("Waiting…") == 2
     assert page.lstrip().startswith('<div id="eval-progress"') and "0 / 2" in page
 
-    await progress.watched(eval_run, [case], chosen, user=ada)
+    await lifecycle.watched(eval_run, [case], chosen, user=ada)
 
     frames = await until_closed(ws)
     pushed = [f for f in frames if f.lstrip().startswith(f'<tr id="slot-{eval_run.pk}-c{case.pk}-')]
@@ -354,7 +355,7 @@ async def test_each_result_reaches_the_page_as_its_row_and_the_end_closes_the_so
     assert body.lstrip().startswith('<tbody id="results-body" hx-swap-oob="true">')
     assert "Completed" in final and "2 / 2" in final
     assert '<div id="eval-actions" class="eval-actions" hx-swap-oob="true">' in final
-    assert "The evaluation is completed: 2 passed, 0 failed." in final
+    assert "The evaluation is finished: 2 passed, 0 failed." in final
 
 
 async def until_closed(ws: WebsocketCommunicator) -> list[str]:
@@ -382,9 +383,9 @@ async def test_the_socket_wants_a_user_and_an_evaluation_and_closes_when_it_is_o
     await replay.run_eval(done, [case], chosen, user=ada)
 
     anonymous = await connect(AnonymousUser(), f"/ws/evals/runs/{done.pk}/")
-    assert await anonymous.connect() == (False, progress.CLOSE_UNAUTHENTICATED)
+    assert await anonymous.connect() == (False, consumers.CLOSE_UNAUTHENTICATED)
     for path in [f"/ws/evals/runs/{done.pk + 1}/", f"/ws/evals/other/{done.pk}/"]:
-        assert await (await connect(ada, path)).connect() == (False, progress.CLOSE_NOT_FOUND)
+        assert await (await connect(ada, path)).connect() == (False, consumers.CLOSE_NOT_FOUND)
     ended = await connect(ada, f"/ws/evals/runs/{done.pk}/")
     assert (await ended.connect())[0]
     rows, page = [await ended.receive_from(timeout=5) for _ in range(2)]  # the catch-up
@@ -396,12 +397,12 @@ async def test_stop_reaches_an_evaluation_another_process_replays_through_the_ch
     None
 ):
     """The Stop of a page served by one process, for the task of another: only the channel
-    layer joins them (replay.cancel finds nothing here)."""
+    layer joins them (nothing of this process executes it)."""
     elsewhere = asyncio.create_task(asyncio.sleep(30))
-    listening = asyncio.create_task(progress.listen_for_stop(4242, elsewhere))
+    listening = asyncio.create_task(tasks.EVALUATIONS.listen(4242, elsewhere))
     await asyncio.sleep(0.05)  # joined its control group
 
-    await progress.request_stop(4242)
+    await lifecycle.request_stop(4242)
 
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(elsewhere, 5)

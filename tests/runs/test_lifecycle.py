@@ -14,7 +14,7 @@ from chat.agent import events, history
 from chat.agent.errors import StreamError
 from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
 from chat.models import Conversation, Message, ModelCall, Run, ToolCall
-from chat.runs import liveness
+from chat.runs import tasks
 from chat.testing import factories as make
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -163,7 +163,7 @@ async def test_a_run_stopped_mid_tool_answers_the_dangling_calls(
                 await make.start_as_owner(conversation, "again", ScriptedChatClient(["x"]))
     finally:
         agent.default_registry.unregister("sleepy_tool")
-        liveness.stopping.clear()
+        tasks.stopping.clear()
 
     run = await Run.objects.aget(pk=handle.run.pk)
     assert run.status == status

@@ -18,7 +18,7 @@ from chat.agent import events, history
 from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
 from chat.fragments import RunPublisher, render
 from chat.models import Message, Run
-from chat.runs import liveness
+from chat.runs import tasks
 from chat.testing import factories as make
 from chat.turns import turn_for_run
 
@@ -29,7 +29,7 @@ WORDS = " ".join(f"w{number}" for number in range(80))
 @pytest.fixture(autouse=True)
 def _not_stopping() -> Iterator[None]:
     yield
-    liveness.stopping.clear()
+    tasks.stopping.clear()
 
 
 async def assistant_rows(run: Run) -> list[Message]:

@@ -14,7 +14,7 @@ from chat import runs
 from chat.agent.scripted import ScriptedChatClient, scripted_title
 from chat.agent.titles import TITLE_CHARS, TITLE_INSTRUCTION
 from chat.models import Conversation, title_from
-from chat.runs import liveness, titles
+from chat.runs import tasks, titles
 from chat.testing import factories as make
 from chat.testing.openai_script import error, text_turn
 from chat.testing.openai_server import FakeOpenAIServer
@@ -201,14 +201,14 @@ async def test_shutdown_does_not_wait_for_a_title(provider: FakeOpenAIServer) ->
     provider.enqueue(text_turn("Hello!"), text_turn("Greetings").but(delay=5))
     conversation = await make.aconversation()
     await first_run(conversation, "hi there")
-    assert liveness.background
+    assert tasks.background
     started = time.monotonic()
     try:
         assert await runs.wind_up_all(5) == 0
         async with asyncio.timeout(2):
             await titles.settle()
     finally:
-        liveness.stopping.clear()
+        tasks.stopping.clear()
     assert time.monotonic() - started < 2
     await conversation.arefresh_from_db()
     assert conversation.title == "hi there"

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand
 
 from chat import runs
 from chat.models import HistoryRepair, Run
-from chat.runs.liveness import STALE_AFTER
+from chat.runs.tasks import STALE_AFTER
 
 
 class Command(BaseCommand):
