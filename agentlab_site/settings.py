@@ -60,7 +60,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
-    "daphne",
+    "chat.apps.DaphneConfig",  # daphne's runserver, first: it replaces staticfiles' own
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -17,6 +17,7 @@ from django.template.loader import get_template
 from django.urls import get_resolver
 
 from chat import runs
+from chat.agent.mcp import load_sdk
 from chat.evals import replay
 from chat.models import Run
 from chat.runs import mcp
@@ -110,7 +111,8 @@ def freeze_start_up_objects() -> None:
     A full collection of a server's heap (Django, templates, URL patterns: ~100,000 objects)
     paused the event loop for 60-100 ms every few seconds, which every stream felt. Frozen
     objects are never traversed again, so a full collection only walks what runs create.
-    The hot templates and the URL patterns are loaded first so that they are frozen too.
+    The hot templates, the URL patterns and the MCP SDK (which commands leave unloaded) are
+    loaded first so that they are frozen too.
 
     The youngest generation is collected every GC_THRESHOLD allocations instead of Python's
     700: a streaming token allocates dozens of short-lived objects, and at 200 streams the
@@ -119,6 +121,7 @@ def freeze_start_up_objects() -> None:
     get_resolver().url_patterns  # noqa: B018 (loads every URLconf)
     for name in ("chat/conversation.html", "chat/sidebar.html", "base.html"):
         get_template(name)
+    load_sdk()
     gc.collect()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLD)

@@ -4,6 +4,10 @@ Pure Python over the official `mcp` SDK (2.x). The SDK's client contexts are any
 that must be entered and left in one task, so each `Connection` has a task that owns its
 session; calls from any task go through that session while it is open. The owner reconnects
 (and so restarts a stdio server) after the server dies, with a growing pause.
+
+The SDK (and its HTTP client) is imported by the code that connects, not by this module: the
+models, the admin and every command read the names here, and importing the SDK costs a
+command more start-up time than its own work.
 """
 
 from __future__ import annotations
@@ -11,20 +15,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import importlib
 import json
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx2
-from mcp import ClientSession, StdioServerParameters
-from mcp import types as mcp_types
-from mcp.client.stdio import stdio_client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
-from mcp.types import CONNECTION_CLOSED, INVALID_REQUEST
+if TYPE_CHECKING:
+    from mcp import ClientSession
+    from mcp import types as mcp_types
+    from mcp.shared.exceptions import MCPError
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +39,15 @@ PING_EVERY = 15.0
 RETRY_WAITS = (1.0, 2.0, 5.0, 10.0, 30.0)
 MAX_EVENT_BYTES = 32 * 1024 * 1024
 """The largest result a streamable HTTP server may send (the SDK's default is 1 MiB)."""
+
+
+def load_sdk() -> None:
+    """Import the SDK before the first connection needs it.
+
+    A server process does as it starts: the import takes about half a second, which the first
+    run with MCP tools would otherwise spend holding up the event loop and every stream on it.
+    """
+    importlib.import_module("mcp")  # the package imports its client, types and transports
 
 
 class McpUnavailable(Exception):
@@ -134,6 +145,11 @@ def error_text(result: mcp_types.CallToolResult) -> str:
 
 @contextlib.asynccontextmanager
 async def _streams(config: ServerConfig) -> AsyncIterator[Any]:
+    import httpx2
+    from mcp import StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
     if config.url:
         async with (
             httpx2.AsyncClient(headers=dict(config.headers), timeout=CONNECT_TIMEOUT) as http,
@@ -197,6 +213,9 @@ class Connection:
 
     async def call(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
         """Call a tool; McpUnavailable when the server is down or stops during the call."""
+        from mcp.shared.exceptions import MCPError
+        from mcp.types import CONNECTION_CLOSED
+
         for attempt in (1, 2):
             await self.start()
             session = self._session
@@ -237,6 +256,8 @@ class Connection:
         self._wake.set()
 
     async def _own(self) -> None:
+        from mcp import ClientSession
+
         failures = 0
         while not self._closing:
             self._ready.clear()
@@ -282,7 +303,9 @@ class Connection:
                     await session.send_ping()
 
     async def _message(self, message: Any) -> None:
-        if isinstance(message, mcp_types.ToolListChangedNotification):
+        from mcp.types import ToolListChangedNotification
+
+        if isinstance(message, ToolListChangedNotification):
             task = asyncio.create_task(self._refresh())
             self._refreshing.add(task)
             task.add_done_callback(self._refreshing.discard)
@@ -298,10 +321,12 @@ class Connection:
 
 
 async def _list(session: ClientSession) -> list[ServerTool]:
+    from mcp.types import PaginatedRequestParams
+
     tools: list[ServerTool] = []
     cursor: str | None = None
     while True:
-        params = mcp_types.PaginatedRequestParams(cursor=cursor) if cursor else None
+        params = PaginatedRequestParams(cursor=cursor) if cursor else None
         page = await session.list_tools(params=params)
         for tool in page.tools:
             annotations = tool.annotations and tool.annotations.model_dump(exclude_none=True)
@@ -320,6 +345,8 @@ async def _list(session: ClientSession) -> list[ServerTool]:
 
 def _session_gone(exc: MCPError) -> bool:
     """A streamable HTTP server answered 404 for the session: it restarted, or forgot it."""
+    from mcp.types import INVALID_REQUEST
+
     message = exc.error.message.lower()
     return exc.error.code == INVALID_REQUEST and "session" in message
 
@@ -334,6 +361,8 @@ def _reason(exc: BaseException) -> str:
 
 async def probe(config: ServerConfig) -> tuple[str, list[ServerTool]]:
     """Connect once, answer `initialize` and `tools/list`, and leave: (server name, tools)."""
+    from mcp import ClientSession
+
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT):
             async with _streams(config) as streams, ClientSession(streams[0], streams[1]) as s:
