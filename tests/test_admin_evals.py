@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from chat.evals import cases, replay
+from chat.evals import records, replay
 from chat.models import (
     NO_TOOL,
     Case,
@@ -164,10 +164,10 @@ def test_the_export_action_downloads_json_lines_that_import_back(
     assert response["Content-Disposition"] == 'attachment; filename="cases-cards.jsonl"'
     lines = response.content.decode().splitlines()
     assert [json.loads(line)["title"] for line in lines] == [case.title]
-    done = cases.import_lines(lines, set_name="copy")
+    done = records.import_lines(lines, set_name="copy")
     assert done.problems == []
     (copy,) = done.created
-    assert cases.record(copy) == {**cases.record(case), "set": "copy", "source": "imported"}
+    assert records.record(copy) == {**records.record(case), "set": "copy", "source": "imported"}
 
     both = {"action": "export_as_jsonl", "_selected_action": [case.case_set_id, other.case_set_id]}
     response = staff.post(url(CaseSet, "changelist"), both)

@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
 from chat.models import Annotation, expected_call, expected_field
+from chat.transcripts.limits import ARGUMENT_CHARS, NOTE_CHARS
 
 from .base import LabAdmin, ReadOnlyInline, admin_link
 
@@ -42,11 +43,13 @@ class AnnotationForm(forms.ModelForm[Annotation]):
     )
     expected_arguments = forms.CharField(
         required=False,
+        max_length=ARGUMENT_CHARS,
         strip=False,
         widget=forms.Textarea(attrs={"rows": 4, "cols": 60}),
         help_text='A JSON object, like {"timezone": "UTC"}; empty: {}.',
     )
     no_tool = forms.BooleanField(required=False, label="No tool should be called")
+    note = forms.CharField(required=False, max_length=NOTE_CHARS, widget=forms.Textarea)
 
     author: Any = None
     """The user adding the annotation (set by the admin for each request)."""

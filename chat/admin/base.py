@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
@@ -14,6 +15,7 @@ from django.utils.safestring import SafeString
 from chat.models import ModelCall, ToolCall
 from chat.templatetags.chat_tags import pill as render_pill
 from chat.templatetags.chat_tags import pretty_json
+from chat.transcripts.limits import JsonRefused, load_json
 
 
 def pill(call: ToolCall, *, link: bool = True) -> SafeString:
@@ -94,3 +96,30 @@ class ReadOnlyInline(admin.TabularInline[Any, Any]):
 
 def json_block(value: Any) -> SafeString:
     return format_html('<pre class="chat-pre">{}</pre>', pretty_json(value))
+
+
+class BoundedJSONField(forms.JSONField):
+    """JSON read through the bounded gate (`chat.transcripts.limits.load_json`): nesting, NaN
+    and lone surrogates are one error on the field, and the text is shown back as typed."""
+
+    def to_python(self, value: Any) -> Any:
+        if not isinstance(value, str) or value in self.empty_values:
+            return super().to_python(value)
+        try:
+            return load_json(value)
+        except JsonRefused as exc:
+            if exc.decoding is not None:
+                raise forms.ValidationError(
+                    self.error_messages["invalid"], code="invalid"
+                ) from None
+            raise forms.ValidationError(
+                f"Enter a valid JSON: {exc.reason}.", code="invalid"
+            ) from None
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        if not isinstance(data, str):
+            return super().bound_data(data, initial)
+        try:
+            return load_json(data)
+        except JsonRefused:
+            return forms.fields.InvalidJSONInput(data)

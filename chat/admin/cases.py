@@ -17,12 +17,13 @@ from django.utils.safestring import SafeString
 from django.utils.text import slugify
 
 from chat.agent import decisions
-from chat.evals.cases import export_lines
+from chat.evals.records import export_lines
 from chat.models import Case, CaseSet, EvalRun
 from chat.templatetags.chat_tags import folded, pretty_json
+from chat.transcripts.limits import NOTE_CHARS
 
 from .annotations import excerpt
-from .base import LabAdmin, ReadOnlyInline, admin_link, json_block
+from .base import BoundedJSONField, LabAdmin, ReadOnlyInline, admin_link, json_block
 
 
 def rate_text(passed: int, done: int) -> str:
@@ -38,7 +39,7 @@ def link_by_id(model: str, pk: int | None, text: Any) -> SafeString | str:
     return format_html('<a href="{}">{}</a>', url, text)
 
 
-class ExpectationField(forms.JSONField):
+class ExpectationField(BoundedJSONField):
     """The expectation as indented JSON, to read and edit."""
 
     def prepare_value(self, value: Any) -> Any:
@@ -55,6 +56,8 @@ class CaseForm(forms.ModelForm[Case]):
         help_text='{"no_tool": true}, or {"tool_calls": [{"name": "search_cards", '
         '"arguments": {"query": "pills"}}]}: expected arguments are the keys a call must hold.',
     )
+
+    note = forms.CharField(required=False, max_length=NOTE_CHARS, widget=forms.Textarea)
 
     class Meta:
         model = Case

@@ -32,19 +32,31 @@ from chat.models import (
     expected_call,
     expected_field,
 )
+from chat.transcripts.limits import ARGUMENT_CHARS, NOTE_CHARS
 
 if TYPE_CHECKING:
     from chat.views import AuthenticatedRequest
 
 TEMPLATE = "chat/annotation.html"
-NOTE_CHARS = 10_000
-ARGUMENT_CHARS = 20_000
 FIELDS = ("note", "expected_tool", "expected_arguments", "no_tool")
 """What the form keeps of a POST when it is refused or cleared: the text the reader typed."""
 STILL_RUNNING = "The reply is still being written: judge it once it is finished."
 
 
-class AnnotationForm(forms.Form):
+class ExpectedCallForm(forms.Form):
+    """A form with an expected call (`expected_call`), whose problem is a line of its own (a
+    non-field error) about one field: `problem_field`."""
+
+    problem_field = ""
+
+    @property
+    def error_field(self) -> str:
+        """The field the first problem is about."""
+        name = next(iter(self.errors), "")
+        return self.problem_field if name == NON_FIELD_ERRORS else name
+
+
+class AnnotationForm(ExpectedCallForm):
     """A verdict and a note; on a tool call, also the call that was expected."""
 
     verdict = forms.ChoiceField(choices=Verdict.choices)
@@ -54,8 +66,6 @@ class AnnotationForm(forms.Form):
         required=False, max_length=ARGUMENT_CHARS, strip=False, label="Expected arguments"
     )
     no_tool = forms.BooleanField(required=False)
-
-    problem_field = ""
 
     def __init__(self, data: Mapping[str, Any], *, target: str, call: bool) -> None:
         super().__init__(data)
@@ -90,12 +100,6 @@ class AnnotationForm(forms.Form):
                 return str(errors[0])
             return f"{self.fields[name].label or name.capitalize()}: {errors[0]}"
         return ""
-
-    @property
-    def error_field(self) -> str:
-        """The field the first problem is about."""
-        name = next(iter(self.errors), "")
-        return self.problem_field if name == NON_FIELD_ERRORS else name
 
 
 @dataclass

@@ -2,22 +2,19 @@
 
 A case keeps its own copy of everything a replay needs (the history as sent, the tools offered,
 the sampling parameters, the recorded tool results), so it survives its conversation's edits
-and deletion, and travels as one JSON line.
+and deletion, and travels as one JSON line (`records`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import transaction
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from chat import agent, transcripts
-from chat.agent import decisions, history
-from chat.agent.contracts import AgentParameters, validation_text
+from chat.agent import decisions
 from chat.models import (
     NO_TOOL,
     Annotation,
@@ -33,6 +30,7 @@ from chat.models import (
     ToolCallStatus,
     Verdict,
 )
+from chat.transcripts.limits import NOTE_CHARS, JsonRefused, storable
 
 TITLE_CHARS = 80
 SAMPLING = ("temperature", "top_p", "max_tokens", "max_event_loops")
@@ -201,13 +199,20 @@ def default_title(rows: list[Message]) -> str:
     return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1].rstrip() + "…"
 
 
-def case_set_named(name: str, *, user: Any = None) -> CaseSet:
+def set_name_of(name: str) -> str:
+    """A case set's name with its spaces collapsed; CaseRefused when it cannot be one."""
     name = " ".join(name.split())
     if not name:
         raise CaseRefused("Name the case set.")
     if len(name) > CaseSet._meta.get_field("name").max_length:  # type: ignore[operator]
         raise CaseRefused("A case set's name has at most 100 characters.")
-    case_set, _ = CaseSet.objects.get_or_create(name=name, defaults={"created_by": user})
+    return name
+
+
+def case_set_named(name: str, *, user: Any = None) -> CaseSet:
+    case_set, _ = CaseSet.objects.get_or_create(
+        name=set_name_of(name), defaults={"created_by": user}
+    )
     return case_set
 
 
@@ -223,7 +228,14 @@ def save_case(
     note: str = "",
 ) -> Case:
     """Keep the moment after message `at_message` as a case of the set `set_name` (made if
-    new). Without `expected`, the expectation is what the stored reply after it called."""
+    new). Without `expected`, the expectation is what the stored reply after it called.
+
+    What it keeps passes the bounded gate (`storable`) like every stored JSON value.
+    """
+    if len(note) > NOTE_CHARS:
+        raise CaseRefused(
+            f"The note is {len(note):,} characters, more than the {NOTE_CHARS:,} allowed."
+        )
     found = moment(conversation, at_message)
     if expected is None:
         if found.reply is None:
@@ -238,158 +250,26 @@ def save_case(
         raise CaseRefused(f"The expectation is not valid: {exc}.") from None
     run = found.reply.run if found.reply is not None and found.reply.run_id else None
     stored = run.parameters if run is not None else conversation.parameters
-    sampling = {key: stored[key] for key in SAMPLING if key in (stored or {})}
+    kept = {
+        "messages": request_messages(conversation, found.rows),
+        "tools": offered_tools(conversation, found.reply),
+        "parameters": {key: stored[key] for key in SAMPLING if key in (stored or {})},
+        "expected": expected,
+        "fixtures": fixtures(conversation),
+    }
+    for name, value in kept.items():
+        try:
+            storable(value)
+        except JsonRefused as exc:
+            raise CaseRefused(f"The case cannot be kept: its {name}: {exc}.") from None
     with transaction.atomic():
         return Case.objects.create(
             case_set=case_set_named(set_name, user=user),
             title=" ".join(title.split())[:200] or default_title(found.rows),
             conversation=conversation,
             at_message=at_message,
-            messages=request_messages(conversation, found.rows),
-            tools=offered_tools(conversation, found.reply),
-            parameters=sampling,
-            expected=expected,
             source=source,
-            fixtures=fixtures(conversation),
             note=note,
             created_by=user if getattr(user, "is_authenticated", False) else None,
+            **kept,
         )
-
-
-class Fixture(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    name: str = Field(min_length=1, max_length=200)
-    arguments: dict[str, Any] | str = Field(default_factory=dict)
-    content: str = Field(max_length=1_000_000)
-
-
-class CaseRecord(BaseModel):
-    """One case as a JSON line: `cases export` writes these, `cases import` reads them."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    set: str = Field(min_length=1, max_length=100)
-    title: str = Field(min_length=1, max_length=200)
-    messages: list[dict[str, Any]] = Field(min_length=1, max_length=10_000)
-    tools: list[dict[str, Any]] = Field(default_factory=list, max_length=500)
-    parameters: dict[str, Any] = Field(default_factory=dict)
-    expected: dict[str, Any]
-    fixtures: list[Fixture] = Field(default_factory=list, max_length=10_000)
-    note: str = ""
-    source: str = CaseSource.REPLY
-
-    @field_validator("messages")
-    @classmethod
-    def _strict_history(cls, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        messages = []
-        for number, data in enumerate(value):
-            try:
-                messages.append(agent.ChatMessage.from_openai(data))
-            except ValueError as exc:
-                raise ValueError(f"message {number}: {validation_text(exc)}") from None
-            except TypeError as exc:
-                raise ValueError(f"message {number}: {exc}") from None
-        if messages[-1].role not in ("user", "tool"):
-            raise ValueError("the history must end with a user or a tool message")
-        problems = history.validate(messages)
-        if problems:
-            raise ValueError("; ".join(str(p) for p in problems))
-        return value
-
-    @field_validator("parameters")
-    @classmethod
-    def _sampling(cls, value: dict[str, Any]) -> dict[str, Any]:
-        unknown = sorted(set(value) - set(SAMPLING))
-        if unknown:
-            raise ValueError(
-                f"unknown parameter(s) {', '.join(unknown)} (known: {', '.join(SAMPLING)})"
-            )
-        AgentParameters.model_validate(value)
-        return value
-
-    @field_validator("expected")
-    @classmethod
-    def _expectation(cls, value: dict[str, Any]) -> dict[str, Any]:
-        return decisions.check_expectation(value)
-
-    @field_validator("source")
-    @classmethod
-    def _source(cls, value: str) -> str:
-        if value not in CaseSource.values:
-            raise ValueError(f"source is one of {', '.join(CaseSource.values)}")
-        return value
-
-
-def record(case: Case) -> dict[str, Any]:
-    return CaseRecord(
-        set=case.case_set.name,
-        title=case.title,
-        messages=case.messages,
-        tools=case.tools,
-        parameters=case.parameters,
-        expected=case.expected,
-        fixtures=[Fixture.model_validate(f) for f in case.fixtures],
-        note=case.note,
-        source=case.source,
-    ).model_dump(mode="json")
-
-
-def export_lines(cases: Iterable[Case]) -> Iterator[str]:
-    for case in cases:
-        yield json.dumps(record(case), ensure_ascii=False)
-
-
-@dataclass
-class Imported:
-    created: list[Case]
-    problems: list[str]
-
-
-def import_lines(
-    lines: Iterable[str], *, user: Any = None, set_name: str | None = None
-) -> Imported:
-    """Cases from JSON lines; a bad line is reported as `line N: reason` and the rest go on."""
-    done = Imported([], [])
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except (ValueError, RecursionError) as exc:
-            done.problems.append(f"line {number}: not JSON: {exc}")
-            continue
-        if not isinstance(data, dict):
-            done.problems.append(f"line {number}: a case is a JSON object")
-            continue
-        if set_name:
-            data["set"] = set_name
-        try:
-            value = CaseRecord.model_validate(data)
-        except ValidationError as exc:
-            done.problems.append(f"line {number}: {validation_text(exc)}")
-            continue
-        except (ValueError, TypeError, RecursionError) as exc:
-            done.problems.append(f"line {number}: {exc}")
-            continue
-        try:
-            case_set = case_set_named(value.set, user=user)
-        except CaseRefused as exc:
-            done.problems.append(f"line {number}: {exc}")
-            continue
-        with transaction.atomic():
-            done.created.append(
-                Case.objects.create(
-                    case_set=case_set,
-                    title=value.title,
-                    messages=value.messages,
-                    tools=value.tools,
-                    parameters=value.parameters,
-                    expected=value.expected,
-                    fixtures=[f.model_dump(mode="json") for f in value.fixtures],
-                    note=value.note,
-                    source=CaseSource.IMPORTED,
-                    created_by=user if getattr(user, "is_authenticated", False) else None,
-                )
-            )
-    return done

@@ -26,7 +26,7 @@ from django.views.decorators.http import require_http_methods
 from chat import access
 from chat.agent import decisions
 from chat.evals import cases
-from chat.evals.annotations import ARGUMENT_CHARS, NOTE_CHARS
+from chat.evals.annotations import ExpectedCallForm
 from chat.evals.annotations import offered_tools as offered_names
 from chat.models import (
     NO_TOOL,
@@ -41,6 +41,7 @@ from chat.models import (
     expected_call,
     expected_field,
 )
+from chat.transcripts.limits import ARGUMENT_CHARS, NOTE_CHARS
 
 if TYPE_CHECKING:
     from chat.views import AuthenticatedRequest
@@ -60,7 +61,7 @@ FIELDS = ("set_name", "title", "expect", "tool", "arguments", "note")
 """What the form keeps of a refused POST: everything the reader chose and typed."""
 
 
-class CaseForm(forms.Form):
+class CaseForm(ExpectedCallForm):
     """The case set, a title, what is expected next (and the call when it is another), a note."""
 
     set_name = forms.CharField(
@@ -80,7 +81,6 @@ class CaseForm(forms.Form):
     )
     note = forms.CharField(required=False, max_length=NOTE_CHARS, label="Note")
 
-    problem_field = ""
     WHOLE = ("required", "invalid_choice", "no_tool")
     """Error codes whose text is a sentence of its own, shown without the field's name."""
 
@@ -115,11 +115,6 @@ class CaseForm(forms.Form):
                 return text
             return f"{self.fields[name].label}: {text}"
         return ""
-
-    @property
-    def error_field(self) -> str:
-        name = next(iter(self.errors), "")
-        return self.problem_field if name == NON_FIELD_ERRORS else name
 
 
 @dataclass

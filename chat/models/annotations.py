@@ -25,9 +25,13 @@ def expected_call(*, tool: str, arguments: str, no_tool: bool) -> dict[str, Any]
     """The expected call from what a form says: `{"tool": name, "arguments": {...}}`,
     `{"no_tool": true}`, or None when nothing is said.
 
-    Raises ValidationError with one line for the reader: arguments that are not a JSON object,
-    arguments without a tool name, a tool name with "no tool should be called".
+    Raises ValidationError with one line for the reader: arguments that are not a JSON object
+    or that the bounded gate refuses (`chat.transcripts.limits`), arguments without a tool name,
+    a tool name with "no tool should be called".
     """
+    # Imported here: chat.transcripts imports these models.
+    from chat.transcripts.limits import ARGUMENT_CHARS, JsonRefused, load_json
+
     tool, arguments = tool.strip(), arguments.strip()
     if no_tool:
         if tool or arguments:
@@ -40,13 +44,17 @@ def expected_call(*, tool: str, arguments: str, no_tool: bool) -> dict[str, Any]
             raise ValidationError("Name the expected tool for these arguments.", code="no_tool")
         return None
     try:
-        value = json.loads(arguments) if arguments else {}
-    except json.JSONDecodeError as exc:
+        value = load_json(arguments, max_chars=ARGUMENT_CHARS) if arguments else {}
+    except JsonRefused as exc:
+        if (where := exc.decoding) is None:
+            raise ValidationError(
+                "Expected arguments: %(error)s.", code="json", params={"error": exc.reason}
+            ) from None
         raise ValidationError(
             "Expected arguments are not valid JSON: %(error)s at line %(line)s, column %(column)s.",
             code="json",
-            params={"error": exc.msg.lower(), "line": exc.lineno, "column": exc.colno},
-        ) from exc
+            params={"error": where.msg.lower(), "line": where.lineno, "column": where.colno},
+        ) from None
     if not isinstance(value, dict):
         raise ValidationError(
             'Expected arguments must be a JSON object, like {"timezone": "UTC"}.',

@@ -2,7 +2,8 @@
 
 - `rows`: Message rows <-> ChatMessage values; appends and strict-history repair.
 - `records`: the JSON Lines record formats (openai, full).
-- `limits`: what an imported line may hold (bounds, content parts, folded tool results).
+- `messages`: the one reader of a message in the OpenAI shape (transcript and case lines).
+- `limits`: the bounded gate every stored JSON value passes; what an imported line may hold.
 - `export` / `imports`: conversations to records and back.
 - `forks`: a new conversation from another's history, optionally with an edited tool result.
 - `versions`: edit and resend, regenerate, retry: archived suffixes of the active path.

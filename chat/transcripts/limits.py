@@ -1,9 +1,12 @@
-"""What an imported line may hold: the bounds of the record fields and how a line is read.
+"""The bounded gate: what a stored JSON value may hold, and how an imported line is read.
 
-The bounds apply under the import context (`import_context()`, which `records.parse_line`
-passes): they keep out what the database cannot store, or the web would not accept. The export
-builds the same records from stored rows without that context, so a row stored under older or
-looser limits still exports.
+Every JSON value a person or a file supplies passes `load_json` (text) or `storable` (a value
+built from it) before it is stored: an annotation's expected arguments, a case from the chat,
+`manage.py cases` and `import_transcripts`, MCP configuration. The bounds of the record fields
+apply under the import context (`import_context()`, which `records.parse_line` and the case
+import pass): they keep out what the database cannot store, or the web would not accept. The
+export builds the same records from stored rows without that context, so a row stored under
+older or looser limits still exports.
 """
 
 from __future__ import annotations
@@ -39,8 +42,12 @@ MAX_DEPTH: Final = 64
 """JSON nesting: deep enough for any tool's parameter schema, far below the recursion limit."""
 MAX_REASONS: Final = 3
 """Validation errors named in a refusal; a hostile line can hold thousands."""
+NOTE_CHARS: Final = 10_000
+"""A note on an annotation or a case, however it arrives: the page, the admin, a command."""
+ARGUMENT_CHARS: Final = 20_000
+"""Expected arguments as typed (JSON text), in a form or on the command line."""
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+_NOT_TEXT = re.compile("[\ud800-\udfff\x00]")
 
 
 def import_context() -> dict[str, Any]:
@@ -155,32 +162,71 @@ def folded(text: str, where: str, info: ValidationInfo) -> str:
     return f"{text[:MAX_TOOL_RESULT_CHARS]}\n\n[folded on import: the {size}]"
 
 
-def load_json(line: str) -> Any:
-    """A line as JSON that can be stored; raises ValueError saying why not.
+class JsonRefused(ValueError):
+    """A JSON text or value the gate keeps out; the text says why, in one line.
 
-    Refused: NaN, Infinity and numbers past a float (not JSON, and PostgreSQL's jsonb rejects
-    them), nesting past MAX_DEPTH, and lone surrogates (no database encodes them).
+    `reason` is why, without "not JSON: "; `decoding` is the parser's error when the text is
+    not JSON at all (it says where).
     """
+
+    def __init__(
+        self, reason: str, *, json_text: bool = True, decoding: json.JSONDecodeError | None = None
+    ) -> None:
+        super().__init__(reason if json_text else f"not JSON: {reason}")
+        self.reason = reason
+        self.decoding = decoding
+
+
+def load_json(text: str, *, max_chars: int | None = None) -> Any:
+    """`text` as JSON that can be stored; raises JsonRefused saying why not.
+
+    Refused: text longer than `max_chars`, NaN, Infinity and numbers past a float (not JSON,
+    and PostgreSQL's jsonb rejects them), nesting past MAX_DEPTH (the parser would recurse
+    into a RecursionError), and what `storable` refuses.
+    """
+    if max_chars is not None and len(text) > max_chars:
+        raise JsonRefused(f"{len(text):,} characters, more than the {max_chars:,} allowed")
     try:
-        data = json.loads(line, parse_constant=_no_constant, parse_float=_finite)
+        data = json.loads(text, parse_constant=_no_constant, parse_float=_finite)
     except RecursionError:
-        raise ValueError(f"nested more than {MAX_DEPTH} levels deep") from None
+        raise JsonRefused(f"nested more than {MAX_DEPTH} levels deep") from None
+    except json.JSONDecodeError as exc:
+        raise JsonRefused(str(exc), json_text=False, decoding=exc) from None
     except ValueError as exc:
-        raise ValueError(f"not JSON: {exc}") from None
-    level, depth = [data], 0
+        raise JsonRefused(str(exc), json_text=False) from None
+    return storable(data)
+
+
+def storable(value: Any) -> Any:
+    """`value` when every database stores it as JSON and every page renders it back; raises
+    JsonRefused saying why not.
+
+    Refused: nesting past MAX_DEPTH, numbers that are not finite, and strings (keys too) that
+    hold a lone surrogate (not text: no page can encode it) or a NUL (PostgreSQL keeps none).
+    """
+    level, depth = [value], 0
     while level:
-        if any(isinstance(item, str) and _LONE_SURROGATE.search(item) for item in level):
-            raise ValueError("a string holds a lone surrogate (\\ud800-\\udfff), which is not text")
-        containers = [item for item in level if isinstance(item, dict | list)]
+        for item in level:
+            if isinstance(item, str) and (found := _NOT_TEXT.search(item)):
+                raise JsonRefused(_not_text(found.group()))
+            if isinstance(item, float) and not math.isfinite(item):
+                raise JsonRefused(f"{item} is not a JSON number")
+        containers = [item for item in level if isinstance(item, dict | list | tuple)]
         depth += bool(containers)
         if depth > MAX_DEPTH:
-            raise ValueError(f"nested more than {MAX_DEPTH} levels deep")
+            raise JsonRefused(f"nested more than {MAX_DEPTH} levels deep")
         level = [
             child
             for item in containers
             for child in ([*item, *item.values()] if isinstance(item, dict) else item)
         ]
-    return data
+    return value
+
+
+def _not_text(character: str) -> str:
+    if character == "\x00":
+        return "a string holds a NUL character (\\u0000), which the database cannot store"
+    return "a string holds a lone surrogate (\\ud800-\\udfff), which is not text"
 
 
 def _no_constant(name: str) -> NoReturn:

@@ -10,25 +10,15 @@
   but its own informational `id`, and an import exported again gives the same record. Format
   version 1 had no versions: its messages are all on the active path, and it still imports.
 
-Both read messages alike (`limits`): content parts joined, tool calls in the OpenAI shape, the
-same bounds on an imported line.
+Both read messages with the one reader of the OpenAI shape (`messages`), within the same
+bounds (`limits`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable
 from typing import Annotated, Any, Final, Literal, Self
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, model_validator
 
 from chat import agent
 from chat.agent.contracts import validation_text
@@ -51,6 +41,7 @@ from .limits import (
     load_json,
     refusal_text,
 )
+from .messages import MessageToolCall, OpenAIMessages, chat_message, checked
 
 FULL_FORMAT: Final = "agentlab.full"
 FULL_VERSION: Final = 2
@@ -78,57 +69,6 @@ class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class ToolCallFunction(BaseModel):
-    """The function a tool call names; `arguments` is the raw JSON string (an object, which some
-    exporters write, is kept as its JSON text, as the core does)."""
-
-    name: Name
-    arguments: Text = ""
-
-    @field_validator("arguments", mode="before")
-    @classmethod
-    def _as_text(cls, value: Any) -> Any:
-        return json.dumps(value) if isinstance(value, dict | list) else value
-
-
-class MessageToolCall(BaseModel):
-    """A tool call in a message, in the OpenAI shape: `{id, type: "function", function}`."""
-
-    id: Name
-    type: Literal["function"] = "function"
-    function: ToolCallFunction
-
-    def value(self) -> agent.ToolCall:
-        return agent.ToolCall(
-            id=self.id, name=self.function.name, arguments=self.function.arguments
-        )
-
-
-def _checked(value: Callable[[], agent.ChatMessage]) -> None:
-    """The core's own rules (which role carries tool calls...), as one line per error."""
-    try:
-        value()
-    except ValidationError as exc:
-        raise ValueError(validation_text(exc)) from None
-
-
-def _chat_message(
-    role: Role,
-    content: str | None,
-    tool_calls: Iterable[MessageToolCall],
-    tool_call_id: str | None,
-    reasoning: str | None,
-) -> agent.ChatMessage:
-    """The core value of a message of either format; empty strings mean "none"."""
-    return agent.ChatMessage(
-        role=role,
-        content=content,
-        tool_calls=tuple(call.value() for call in tool_calls),
-        tool_call_id=tool_call_id or None,
-        reasoning=reasoning or None,
-    )
-
-
 class VersionRecord(_Record):
     """An archived version: its parent's path (or the active) before `index`, then its own."""
 
@@ -151,11 +91,11 @@ class MessageRecord(_Record):
 
     @model_validator(mode="after")
     def _is_a_chat_message(self) -> Self:
-        _checked(self.value)
+        checked(self.value)
         return self
 
     def value(self) -> agent.ChatMessage:
-        return _chat_message(
+        return chat_message(
             self.role, self.content, self.tool_calls, self.tool_call_id, self.reasoning
         )
 
@@ -316,53 +256,12 @@ class FullRecord(_Record):
         return [run for run in self.runs if run.status == RunStatus.IN_PROGRESS]
 
 
-class OpenAIMessage(BaseModel):
-    """A message in the OpenAI shape. Keys the core has no place for are ignored, unless they
-    carry what the message says (a refusal, a legacy function_call, audio): those are refused,
-    as an emptied message would pass for what the model said."""
-
-    role: Role
-    content: Content = None
-    tool_calls: Annotated[list[MessageToolCall] | None, PARTS] = None
-    tool_call_id: Name | None = None
-    reasoning_content: Text | None = None
-    reasoning: Text | None = None
-    refusal: Any = None
-    function_call: Any = None
-    audio: Any = None
-
-    @model_validator(mode="after")
-    def _is_a_chat_message(self) -> Self:
-        if self.refusal:
-            raise ValueError("refusal is not supported: the core keeps no refusal")
-        if self.function_call:
-            raise ValueError("function_call (the legacy shape) is not supported: use tool_calls")
-        if self.audio:
-            raise ValueError("audio is not supported: the core's content is text")
-        _checked(self.value)
-        return self
-
-    def value(self) -> agent.ChatMessage:
-        reasoning = self.reasoning_content or self.reasoning
-        return _chat_message(
-            self.role, self.content, self.tool_calls or (), self.tool_call_id, reasoning
-        )
-
-
 class OpenAIRecord(BaseModel):
     """A Chat Completions request (or a fine-tuning line); keys other than these are ignored."""
 
-    messages: Annotated[list[OpenAIMessage], Field(min_length=1), ROWS]
+    messages: OpenAIMessages
     tools: Annotated[list[dict[str, Any]], PARTS] = []
     model: Name | None = None
-
-    @model_validator(mode="after")
-    def _long_results_folded(self, info: ValidationInfo) -> Self:
-        for position, message in enumerate(self.messages):
-            if message.role == "tool" and message.content:
-                where = f"messages.{position}: tool result"
-                message.content = folded(message.content, where, info)
-        return self
 
     def values(self) -> list[agent.ChatMessage]:
         return [message.value() for message in self.messages]

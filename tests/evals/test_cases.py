@@ -1,8 +1,7 @@
-"""Cases kept from conversations: the moment, the expectation, the fixtures, and JSON lines."""
+"""Cases kept from conversations: the moment, the expectation, the fixtures, the bounds."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -13,6 +12,7 @@ from chat.evals.cases import CaseRefused
 from chat.models import Annotation, Case, CaseSet, ToolCall
 from chat.testing import evals as made_for
 from chat.testing import factories as make
+from chat.transcripts.limits import NOTE_CHARS
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SEARCHED = {"tool_calls": [{"name": "search_cards", "arguments": {"query": made_for.QUESTION}}]}
@@ -97,40 +97,29 @@ def test_an_annotation_replaces_the_call_it_judges(searched: Any, owner: Any) ->
     assert cases.expectation_from_annotation(good) == SEARCHED
 
 
-def test_export_and_import_round_trip(searched: Any, owner: Any) -> None:
-    cases.save_case(searched, 0, set_name="cards", user=owner)
-    cases.save_case(searched, 2, set_name="cards", user=owner, note="<b>answer</b>")
-    lines = list(cases.export_lines(Case.objects.all()))
-    done = cases.import_lines(lines, user=owner, set_name="copy")
-    assert done.problems == []
-    copies = list(CaseSet.objects.get(name="copy").cases.all())
-    assert [json.loads(line) | {"set": "copy", "source": "imported"} for line in lines] == [
-        {**cases.record(copy), "source": "imported"} for copy in copies
-    ]
+def test_a_note_past_the_limit_every_entry_point_shares_is_refused(
+    searched: Any, owner: Any
+) -> None:
+    with pytest.raises(CaseRefused, match=r"^The note is 10,001 characters, more than the 10,000"):
+        cases.save_case(searched, 0, set_name="cards", user=owner, note="n" * (NOTE_CHARS + 1))
+    assert not CaseSet.objects.exists()
+    assert cases.save_case(searched, 0, set_name="cards", user=owner, note="n" * NOTE_CHARS)
 
 
-def test_import_reports_each_bad_line_and_keeps_the_good_ones(searched: Any, owner: Any) -> None:
-    (good,) = cases.export_lines([cases.save_case(searched, 0, set_name="cards", user=owner)])
-    record = json.loads(good)
-    lines = [
-        "{not json",
-        json.dumps([1]),
-        json.dumps({k: v for k, v in record.items() if k != "expected"}),
-        json.dumps({**record, "messages": [{"role": "assistant", "content": "hi"}]}),
-        json.dumps({**record, "expected": {"tool_calls": [{"name": "s", "arguments": 3}]}}),
-        json.dumps({**record, "messages": [{"role": "tool", "content": "x"}]}),
-        json.dumps({**record, "parameters": {"seed": 1}}),
-        "",
-        good,
-    ]
-    done = cases.import_lines(lines, user=owner)
-    assert [p.split(":")[0] for p in done.problems] == [f"line {n}" for n in range(1, 8)]
-    assert "not JSON" in done.problems[0]
-    assert "a case is a JSON object" in done.problems[1]
-    assert "expected" in done.problems[2]
-    assert "must end with a user or a tool message" in done.problems[3]
-    assert "must be a JSON object" in done.problems[4]
-    assert "a tool message needs the tool_call_id it answers" in done.problems[5]
-    assert "unknown parameter(s) seed" in done.problems[6]
-    assert len(done.created) == 1
-    assert all("\n" not in problem for problem in done.problems)
+@pytest.mark.parametrize(
+    ("arguments", "why"),
+    [
+        ({"q": "\ud800"}, "lone surrogate"),
+        ({"q": float("nan")}, "nan is not a JSON number"),
+        ({"q": float("inf")}, "inf is not a JSON number"),
+        ({"q": "a\x00b"}, "NUL character"),
+    ],
+    ids=["surrogate", "nan", "infinity", "nul"],
+)
+def test_an_expectation_the_gate_refuses_is_not_kept(
+    searched: Any, owner: Any, arguments: dict[str, Any], why: str
+) -> None:
+    expected = decisions.expectation([("search_cards", arguments)])
+    with pytest.raises(CaseRefused, match=f"^The case cannot be kept: its expected: .*{why}"):
+        cases.save_case(searched, 0, set_name="cards", user=owner, expected=expected)
+    assert not Case.objects.exists() and not CaseSet.objects.exists()

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
-from chat.evals import cases
+from chat.evals import cases, records
 from chat.models import Case, CaseSet
 from chat.testing import evals as made_for
 from chat.testing import factories as make
@@ -98,7 +98,16 @@ def test_a_case_after_the_tool_result_expects_the_answer(searched: Any) -> None:
         (["--at-message", "1"], "Message 1 is an assistant message"),
         (["--at-message", "9"], "has no message 9 on its shown path"),
         (["--at-message", "0", "--expect-tool", "search_cards", "--expect-args", "{bad"],
-         "--expect-args '{bad' is not JSON: Expecting property name"),
+         "--expect-args '{bad': not JSON: Expecting property name"),
+        (["--at-message", "0", "--expect-tool", "search_cards", "--expect-args", '{"q": NaN}'],
+         """--expect-args '{"q": NaN}': not JSON: NaN is not a JSON number."""),
+        (["--at-message", "0", "--expect-tool", "search_cards", "--expect-args", '{"q": 1e999}'],
+         "not JSON: 1e999 is too large a number."),
+        (["--at-message", "0", "--expect-tool", "search_cards", "--expect-args",
+          '{"q": "\\ud800"}'], "a string holds a lone surrogate"),
+        (["--at-message", "0", "--expect-tool", "search_cards", "--expect-args",
+          '{"q": ' + "[" * 3000 + "]" * 3000 + "}"],
+         "…': nested more than 64 levels deep."),
         (["--at-message", "0", "--expect-tool", "search_cards", "--expect-args", "[1]"],
          "--expect-args '[1]' is not a JSON object"),
         (["--at-message", "0", "--expect-args", "{}"], "--expect-args goes right after"),
@@ -169,14 +178,14 @@ def test_export_then_import_gives_the_same_records(
     copies = list(CaseSet.objects.get(name="copy").cases.order_by("pk"))
     originals = [json.loads(line) for line in exported]
     for copy, original in zip(copies, originals, strict=True):
-        assert cases.record(copy) == {**original, "set": "copy", "source": "imported"}
+        assert records.record(copy) == {**original, "set": "copy", "source": "imported"}
         assert copy.conversation is None
 
 
-def test_import_reports_bad_lines_and_keeps_the_good_ones(
+def test_import_reports_every_bad_line_and_imports_nothing(
     searched: Any, owner: Any, tmp_path: Path
 ) -> None:
-    good = cases.record(cases.save_case(searched, 0, set_name="cards", user=owner))
+    good = records.record(cases.save_case(searched, 0, set_name="cards", user=owner))
     no_title = {key: value for key, value in good.items() if key != "title"}
     bad_history = {**good, "messages": [{"role": "tool", "tool_call_id": "x", "content": "hi"}]}
     bad_expectation = {**good, "expected": {"tool_calls": []}}
@@ -187,30 +196,63 @@ def test_import_reports_bad_lines_and_keeps_the_good_ones(
         "",
         json.dumps(bad_history),
         json.dumps(bad_expectation),
-        json.dumps({**good, "title": "Again"}),
+        json.dumps({**good, "title": "Again", "set": "new set"}),
+        json.dumps({**good, "set": "   "}),
     ]
     path = tmp_path / "mixed.jsonl"
     path.write_bytes("\n".join(lines).encode() + b"\n\xff\xfe\n")
 
     out = io.StringIO()
     err = io.StringIO()
-    with pytest.raises(CommandError, match=r"^5 lines refused: see the messages above\.$"):
+    with pytest.raises(CommandError, match=r"^6 lines refused: nothing imported \(see above\)\.$"):
         call_command("cases", "import", str(path), stdout=out, stderr=err)
 
-    assert out.getvalue() == "imported 2 cases, 5 lines refused\n"
+    assert out.getvalue() == ""
     problems = err.getvalue().splitlines()
-    assert [p.split(":")[0] for p in problems] == ["line 2", "line 3", "line 5", "line 6", "line 8"]
+    assert [p.split(":")[0] for p in problems] == [
+        "line 2",
+        "line 3",
+        "line 5",
+        "line 6",
+        "line 8",
+        "line 9",
+    ]
     assert problems[0].startswith("line 2: not JSON")
     assert problems[1] == "line 3: title: Field required"
     assert problems[2].startswith("line 5: messages: message 0 (tool): orphan_tool_message")
     assert problems[3].startswith("line 6: expected: expected tool_calls must be a non-empty")
-    assert problems[4].startswith("line 8: not UTF-8 text")
-    imported = Case.objects.filter(source="imported").order_by("pk")
-    assert [c.title for c in imported] == [good["title"], "Again"]
+    assert problems[4] == "line 8: set: Name the case set."
+    assert problems[5].startswith("line 9: not UTF-8 text")
+    assert not Case.objects.filter(source="imported").exists()
+    assert list(CaseSet.objects.values_list("name", flat=True)) == ["cards"]
+
+
+def test_a_nan_or_a_huge_note_is_one_line_and_leaves_no_case_set(
+    searched: Any, owner: Any, tmp_path: Path
+) -> None:
+    good = json.dumps(
+        {**records.record(cases.save_case(searched, 0, set_name="cards")), "set": "x"}
+    )
+    nan = good.replace('"parameters": {}', '"parameters": {"temperature": NaN}')
+    assert nan != good
+    huge = json.dumps({**json.loads(good), "note": "n" * 1_000_000})
+    for line, why in [
+        (nan, "line 1: not JSON: NaN is not a JSON number"),
+        (huge, "line 1: note: 1,000,000 characters, more than the 10,000 allowed"),
+    ]:
+        path = tmp_path / "bad.jsonl"
+        path.write_text(line + "\n")
+        out, err = io.StringIO(), io.StringIO()
+        with pytest.raises(CommandError, match=r"^1 line refused: nothing imported"):
+            call_command("cases", "import", str(path), stdout=out, stderr=err)
+        assert err.getvalue() == why + "\n"
+        assert "Traceback" not in out.getvalue() + err.getvalue()
+        assert not CaseSet.objects.filter(name="x").exists()
+    assert Case.objects.count() == 1
 
 
 def test_import_reads_stdin(searched: Any, owner: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    line = next(cases.export_lines([cases.save_case(searched, 0, set_name="cards", user=owner)]))
+    line = next(records.export_lines([cases.save_case(searched, 0, set_name="cards", user=owner)]))
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(line.encode() + b"\n")))
 
     out, _ = run("import", "-")
@@ -225,11 +267,5 @@ def test_import_of_a_missing_file_is_one_line() -> None:
     )
 
 
-def test_a_blank_set_name_stops_with_one_line(searched: Any, owner: Any, tmp_path: Path) -> None:
-    good = cases.record(cases.save_case(searched, 0, set_name="cards", user=owner))
-    path = tmp_path / "blank.jsonl"
-    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "set": "   "}) + "\n")
-
-    assert "\n" not in refused("import", str(path))
-    assert refused("import", str(path), "--set", " ") == "--set needs a name."
-    assert CaseSet.objects.get(name="cards").cases.count() >= 2
+def test_a_blank_set_option_is_one_line() -> None:
+    assert refused("import", "/nonexistent/cases.jsonl", "--set", " ") == "--set needs a name."

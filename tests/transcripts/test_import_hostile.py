@@ -111,6 +111,10 @@ OPENAI_LINES = {
         json.dumps({"messages": [{"role": "user", "content": "\ud800"}]}),
         "a string holds a lone surrogate",
     ),
+    "a NUL character (PostgreSQL keeps none)": (
+        json.dumps({"messages": [{"role": "user", "content": "a\u0000b"}]}),
+        "a string holds a NUL character",
+    ),
     "an image part": (
         json.dumps(
             said(

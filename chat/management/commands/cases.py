@@ -14,9 +14,10 @@ from django.db.models import QuerySet
 
 from chat.agent import decisions
 from chat.agent.probes.report import clip
-from chat.evals import cases
+from chat.evals import cases, records
 from chat.management.terminal import plain, plural, table, user_named
 from chat.models import Case, CaseSet, CaseSource, Conversation
+from chat.transcripts.limits import ARGUMENT_CHARS, JsonRefused, load_json
 
 DEFAULT_SET = "default"
 EXPECT = "expect"
@@ -99,8 +100,8 @@ class Command(BaseCommand):
         load = actions.add_parser(
             "import",
             help="Read cases from JSON Lines.",
-            description="Store each line of FILE as a case; a bad line is reported with its "
-            "number and skipped, the others are imported. Exit status 1 when a line was refused.",
+            description="Store each line of FILE as a case, all or none: each bad line is "
+            "reported with its number, and when any is, nothing is imported (exit status 1).",
         )
         load.add_argument("file", metavar="FILE", help="JSON Lines ('-': stdin).")
         load.add_argument("--set", metavar="NAME", help="Put every case in this set.")
@@ -174,7 +175,7 @@ class Command(BaseCommand):
         output = None if path == "-" else _open(path, "w")
         written = 0
         try:
-            for line in cases.export_lines(rows.iterator(chunk_size=100)):
+            for line in records.export_lines(rows.iterator(chunk_size=100)):
                 if output is None:
                     self.stdout.write(line)
                 else:
@@ -195,25 +196,22 @@ class Command(BaseCommand):
         stream = sys.stdin.buffer if path == "-" else _open(path, "rb")
         unreadable: list[str] = []
         try:
-            done = cases.import_lines(
-                decoded(stream, unreadable), user=user, set_name=options["set"]
-            )
-        except cases.CaseRefused as exc:
-            # import_lines names the set outside its per-line checks: a blank "set" ends it.
-            raise CommandError(
-                f"Import stopped at a line whose case set cannot be made ({exc}); the lines "
-                "before it are imported."
-            ) from None
+            lines = list(decoded(stream, unreadable))
         finally:
             if stream is not sys.stdin.buffer:
                 stream.close()
-        problems = sorted([*done.problems, *unreadable], key=line_number)
+        read = records.read_lines(lines, set_name=options["set"])
+        problems = sorted([*read.problems, *unreadable], key=line_number)
         for problem in problems:
             self.stderr.write(problem)
-        refused = f", {plural(len(problems), 'line')} refused" if problems else ""
-        self.stdout.write(f"imported {plural(len(done.created), 'case')}{refused}")
-        if problems:
-            raise CommandError(f"{plural(len(problems), 'line')} refused: see the messages above.")
+        if problems:  # all or none: a corrected file imported again makes no duplicates
+            raise CommandError(
+                f"{plural(len(problems), 'line')} refused: nothing imported (see above)."
+            )
+        for note in read.notes:
+            self.stderr.write(note, self.style.WARNING)
+        created = records.store(read.records, user=user)
+        self.stdout.write(f"imported {plural(len(created), 'case')}")
 
 
 def expectation(given: Sequence[tuple[str, str]], *, no_tool: bool) -> dict[str, Any] | None:
@@ -239,13 +237,15 @@ def expectation(given: Sequence[tuple[str, str]], *, no_tool: bool) -> dict[str,
 
 
 def arguments(text: str) -> dict[str, Any]:
+    """--expect-args through the bounded gate, as the page reads expected arguments."""
+    shown = clip(text, 40)
     try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise CommandError(f"--expect-args {text!r} is not JSON: {exc}.") from None
+        value = load_json(text, max_chars=ARGUMENT_CHARS)
+    except JsonRefused as exc:
+        raise CommandError(f"--expect-args {shown!r}: {exc}.") from None
     if not isinstance(value, dict):
         raise CommandError(
-            f"--expect-args {text!r} is not a JSON object: give the arguments as {{...}}."
+            f"--expect-args {shown!r} is not a JSON object: give the arguments as {{...}}."
         )
     return value
 
