@@ -1,4 +1,5 @@
-"""The wire inspector: what went over the wire for each loop step of a run."""
+"""The wire inspector: what went over the wire for each loop step of a run, and a run's own
+page (read-only), where "Inspect" on an evaluation's attempt leads."""
 
 from __future__ import annotations
 
@@ -7,12 +8,16 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse
 from django.utils.safestring import SafeString
 
-from chat import waterfall
+from chat import access, waterfall
 from chat.agent.redaction import redact
 from chat.agent.wire import offered_tools
-from chat.models import ModelCall, Run, ToolCall
+from chat.models import Conversation, EvalResult, ModelCall, Purpose, Run, ToolCall
 from chat.runs.providers import endpoint, known_keys
 
 MAX_RAW_ROWS = 2000
@@ -127,3 +132,30 @@ def picture(run: Run, found: list[Step]) -> SafeString:
 
 def max_steps(run: Run) -> Any:
     return (run.parameters or {}).get("max_event_loops", 8)
+
+
+@login_required
+def run_detail(request: HttpRequest, pk: int, run_pk: int) -> HttpResponse:
+    """One run, read-only: its waterfall and steps; for an evaluation's replay, the attempt it
+    made and the way back to its evaluation (a replay is no chat to write in)."""
+    conversation = access.conversation(request.user, access.Action.READ, pk)
+    run = get_object_or_404(conversation.runs, pk=run_pk)
+    found = steps(run)
+    attempt = EvalResult.objects.select_related("eval_run").filter(run=run).order_by("pk").first()
+    context = {
+        "conversation": conversation,
+        "run": run,
+        "attempt": attempt,
+        "steps": found,
+        "max_steps": max_steps(run),
+        "waterfall": picture(run, found),
+    }
+    return render(request, "chat/run.html", context)
+
+
+def replay_page(conversation: Conversation) -> str | None:
+    """Where a replay's chat address leads: its run's page. None for a chat."""
+    if conversation.purpose != Purpose.EVAL:
+        return None
+    run = conversation.runs.order_by("-started_at", "-pk").only("pk").first()
+    return None if run is None else reverse("chat:run_detail", args=[conversation.pk, run.pk])

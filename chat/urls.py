@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from chat import picker, search, views
+from chat import inspector, picker, search, views
 from chat.evals.annotations import reply_annotation, tool_call_annotation
 from chat.evals.saving import reply_case, tool_call_case
 
@@ -19,6 +19,7 @@ urlpatterns = [
     path("c/<int:pk>/rename/", views.conversation_rename, name="conversation_rename"),
     path("c/<int:pk>/share/", views.conversation_share, name="conversation_share"),
     path("c/<int:pk>/delete/", views.conversation_delete, name="conversation_delete"),
+    path("c/<int:pk>/runs/<int:run_pk>/", inspector.run_detail, name="run_detail"),
     path("c/<int:pk>/runs/<int:run_pk>/inspect/", views.run_inspect, name="run_inspect"),
     path(
         "c/<int:pk>/tool-calls/<int:tool_call_pk>/",

@@ -89,6 +89,9 @@ def conversation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     conversation = access.conversation(
         request.user, Action.READ, pk, Conversation.objects.select_related("owner")
     )
+    replay = inspector.replay_page(conversation)
+    if replay is not None:
+        return redirect(replay)
     turns = conversation_turns(conversation)
     return render(
         request,

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import re
 from typing import Any
 
@@ -11,7 +12,9 @@ from django.urls import reverse
 from chat import agent, inspector
 from chat.agent.clients import OpenAICompatibleChatClient
 from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
-from chat.models import Conversation, ModelCall, Run, ToolCall
+from chat.evals import compare, replay
+from chat.models import Conversation, EvalResult, EvalRun, ModelCall, Run, ToolCall
+from chat.testing import evals as made_for
 from chat.testing import factories as make
 from chat.testing.openai_script import text_turn, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer
@@ -161,3 +164,98 @@ def test_the_inspector_opens_with_the_runs_waterfall(client_in: Client, user: An
     label = re.search(r'<svg class="waterfall waterfall-wide"[^>]* aria-label="([^"]*)"', text)
     assert label is not None
     assert re.fullmatch(r"Run of \d+\.\d\d s: 2 model calls, 1 tool call", label.group(1))
+
+
+# A run on a page of its own: where "Inspect" on an evaluation's attempt leads.
+
+
+def evaluated(owner: Any) -> EvalRun:
+    """One case, evaluated twice on the scripted model: two replays, each a run."""
+    case = made_for.search_case(owner)
+    return replay.evaluate([case], replay.target(), user=owner, case_set=case.case_set, repeat=2)
+
+
+def inspect_links(html: str) -> list[str]:
+    return re.findall(r'<a class="eval-inspect" href="([^"]*)"', html)
+
+
+def run_page(result: EvalResult) -> str:
+    assert result.run is not None
+    return reverse("chat:run_detail", args=[result.run.conversation_id, result.run_id])
+
+
+WRITABLE = ['id="composer"', "ws-send", "ws-connect", "Regenerate", "Agent settings", "Fork"]
+
+
+def test_inspect_on_an_attempt_opens_its_run_read_only_with_the_way_back(
+    client_in: Client, user: Any
+) -> None:
+    done = evaluated(user)
+    first, second = replay.results(done)
+    evaluation = reverse("chat:evals:run", args=[done.pk])
+
+    listed = client_in.get(evaluation).content.decode()
+    assert inspect_links(listed) == [run_page(first), run_page(second)]
+
+    response = client_in.get(run_page(first))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert f'href="{evaluation}"' in html and f"Back to evaluation #{done.pk}" in html
+    assert "attempt 1 of 2" in html and made_for.QUESTION in html
+    assert "verdict-passed" in html and "search_cards" in html
+    assert '<svg class="waterfall waterfall-wide"' in html
+    assert "Step 1 of" in html and 'class="inspect-request"' in html
+    assert [text for text in WRITABLE if text in html] == []
+    assert " style=" not in html
+
+
+def test_inspect_from_a_comparison_leads_back_to_it(client_in: Client, user: Any) -> None:
+    case = made_for.search_case(user)
+    chosen = [replay.target(), replay.target()]
+    comparison, eval_runs = compare.create_comparison(
+        [case], chosen, user=user, case_set=case.case_set
+    )
+    asyncio.run(compare.run_comparison(eval_runs, chosen, [case], user=user))
+    results = [result for eval_run in eval_runs for result in replay.results(eval_run)]
+
+    page = client_in.get(reverse("chat:evals:comparison", args=[comparison.pk])).content.decode()
+    assert inspect_links(page) == [run_page(result) for result in results]
+
+    html = client_in.get(run_page(results[1])).content.decode()
+    assert f'href="{reverse("chat:evals:comparison", args=[comparison.pk])}"' in html
+    assert f'href="{reverse("chat:evals:run", args=[eval_runs[1].pk])}"' in html
+
+
+def test_a_replays_chat_address_leads_to_its_run_page(client_in: Client, user: Any) -> None:
+    """A replay is no chat to write in: its owner and a teammate both land on the run's page."""
+    (result, _) = replay.results(evaluated(user))
+    assert result.run is not None
+    chat_address = reverse("chat:conversation_detail", args=[result.run.conversation_id])
+
+    assert client_in.get(chat_address).url == run_page(result)  # type: ignore[attr-defined]
+    teammate = Client()
+    teammate.force_login(get_user_model().objects.create_user("bo", password="pw-123456789"))
+    response = teammate.get(chat_address, follow=True)
+    assert response.redirect_chain == [(run_page(result), 302)]
+    assert [text for text in WRITABLE if text in response.content.decode()] == []
+
+
+def test_a_chat_runs_page_is_its_readers_and_leads_back_to_the_turn(
+    client_in: Client, user: Any
+) -> None:
+    mine = conversation_of(user)
+    run = make.run_turn(mine, "what time is it?", ScriptedChatClient())
+    other = get_user_model().objects.create_user("mallory", password="pw-123456789")
+    theirs = conversation_of(other)
+    their_run = make.run_turn(theirs, "hi", ScriptedChatClient(["x"]))
+
+    html = client_in.get(reverse("chat:run_detail", args=[mine.pk, run.pk])).content.decode()
+    back = reverse("chat:conversation_detail", args=[mine.pk]) + f"#turn-{run.pk}"
+    assert f'href="{back}"' in html and "Back to the conversation" in html
+    assert '<svg class="waterfall waterfall-wide"' in html
+    page = reverse("chat:run_detail", args=[theirs.pk, their_run.pk])
+    assert client_in.get(page).status_code == 404
+    elsewhere = reverse("chat:run_detail", args=[mine.pk, their_run.pk])
+    assert client_in.get(elsewhere).status_code == 404
+    assert Client().get(page).status_code == 302
+    assert client_in.get(reverse("chat:conversation_detail", args=[mine.pk])).status_code == 200

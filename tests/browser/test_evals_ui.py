@@ -6,9 +6,12 @@ difference marked. Screenshots at 1440x900 and 390x844, light and dark, with axe
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from django.db import connections
 from playwright.sync_api import Page, expect
 
 from chat import agent
@@ -47,6 +50,19 @@ def cases_of(name: str, owner: Any) -> CaseSet:
             created_by=owner,
         )
     return case_set
+
+
+def in_a_thread[T](work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`work` done in a thread of its own: Playwright's loop runs in this one."""
+
+    def done() -> T:
+        try:
+            return work(*args, **kwargs)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(done).result()
 
 
 def provider(name: str, server: FakeOpenAIServer) -> ProviderProfile:
@@ -95,7 +111,7 @@ def test_start_an_evaluation_and_watch_its_rows_fill_in_live(
     expect(page.locator(".verdict-passed")).to_have_count(2)
     expect(page.locator(".verdict-failed")).to_have_count(2)
     inspect = page.get_by_role("link", name=re.compile(r"^Inspect attempt 1 of “Pills: search"))
-    expect(inspect).to_have_attribute("href", re.compile(r"^/c/\d+/#turn-\d+$"))
+    expect(inspect).to_have_attribute("href", re.compile(r"^/c/\d+/runs/\d+/$"))
 
     def finished(shown: Page) -> None:
         expect(shown.locator("#results-body tr")).to_have_count(4)
@@ -209,3 +225,37 @@ def test_compare_the_scripted_model_with_a_provider_that_decides_otherwise(
         expect(shown.get_by_text('get_current_time({"timezone": "UTC"})')).to_be_visible()
 
     look(page, "evals-comparison", matrix)
+
+
+def test_inspect_an_attempt_opens_its_run_read_only_and_leads_back(
+    page: Page, live_server_url: str, login: Any
+) -> None:
+    """From an evaluation's row to the run its attempt made: the waterfall and the requests,
+    nothing to write, and the way back to the evaluation."""
+    owner = login()
+    case_set = cases_of("pills", owner)
+    found = list(case_set.cases.order_by("pk"))
+    done = in_a_thread(replay.evaluate, found, replay.target(), user=owner, case_set=case_set)
+    page.goto(f"{live_server_url}/evals/runs/{done.pk}/")
+
+    page.get_by_role("link", name=re.compile(r"^Inspect attempt 1 of “Pills: search")).click()
+
+    expect(page).to_have_url(re.compile(r"/c/\d+/runs/\d+/$"))
+    back = page.get_by_role("link", name=f"Back to evaluation #{done.pk}")
+
+    def inspected(shown: Page) -> None:
+        expect(shown.get_by_role("heading", level=1)).to_contain_text("Pills: search the cards")
+        expect(shown.locator(".verdict-passed")).to_have_text("Passed")
+        expect(shown.locator(".waterfall-frame svg:visible")).to_have_count(1)
+        expect(shown.get_by_role("heading", name=re.compile(r"^Step 1 of"))).to_be_visible()
+        expect(shown.get_by_role("button", name="Copy JSON").first).to_be_visible()
+        expect(shown.locator("#composer, [ws-send], [ws-connect]")).to_have_count(0)
+        expect(shown.get_by_role("link", name="Agent settings")).to_have_count(0)
+        expect(shown.get_by_role("button", name="Regenerate reply")).to_have_count(0)
+        expect(back).to_be_visible()
+
+    look(page, "evals-inspect", inspected)
+
+    back.click()
+    expect(page).to_have_url(f"{live_server_url}/evals/runs/{done.pk}/")
+    expect(page.locator("#results-body tr")).to_have_count(2)

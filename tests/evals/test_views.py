@@ -244,12 +244,12 @@ async def test_starting_an_evaluation_replays_it_to_the_end_and_keeps_the_result
     assert page.count('<span class="verdict verdict-passed">') == 2
     assert "Completed" in page and "2 / 2" in page
     run = await sync(lambda: results[0].run)()
-    inspect = f"{reverse('chat:conversation_detail', args=[run.conversation_id])}#turn-{run.pk}"
+    inspect = reverse("chat:run_detail", args=[run.conversation_id, run.pk])
     assert f'href="{inspect}"' in page
     assert "A case passes when the model" in page  # the rule, folded
     # A teammate opens the attempt's replay (shared with the team).
     bob = await alogged_in(await sync(make.user)("bob"))
-    assert (await bob.get(inspect.partition("#")[0])).status_code == 200
+    assert (await bob.get(inspect)).status_code == 200
 
 
 async def test_continue_keeps_the_final_answer_folded_in_its_row() -> None:
