@@ -168,7 +168,23 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
     )
     targets += cpu_targets(report)
     targets += capacity_targets(report)
+    targets += startup_targets(report)
     return targets
+
+
+def startup_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every command that needs no server starts within the limit (wall p50)."""
+    startup = report.get("startup") or {}
+    limit = startup.get("target_ms", 0.0)
+    return [
+        _target(
+            f"start-up of {command['command']} (wall p50)",
+            f"<= {limit:,.0f} ms",
+            command["wall_ms"]["p50"],
+            limit,
+        )
+        for command in startup.get("commands", [])
+    ]
 
 
 def cpu_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -549,6 +565,19 @@ def render(report: dict[str, Any]) -> str:
             f"{_fmt(tls['new_connection_ms'], 2)} ms, a kept one "
             f"{_fmt(tls['kept_connection_ms'], 2)} ms: {_fmt(tls['saved_ms'], 2)} ms saved per "
             "run by the kept provider clients",
+        ]
+    startup = report.get("startup")
+    if startup:
+        parts += [
+            "",
+            f"Command start-up (a process of its own, {startup['samples']} times each; wall p50, "
+            "min-max, and the process's CPU p50): "
+            + "; ".join(
+                f"{command['command']} {_fmt(command['wall_ms']['p50'], 0)} ms "
+                f"({_fmt(command['wall_ms']['min'], 0)}-{_fmt(command['wall_ms']['max'], 0)}), "
+                f"CPU {_fmt(command['cpu_ms']['p50'], 0)} ms"
+                for command in startup["commands"]
+            ),
         ]
     errors = [line for server in report["daphne"] for line in server["errors"]]
     if errors:

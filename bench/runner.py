@@ -1,8 +1,9 @@
 """The benchmark, phase by phase: set up, measure, compare with targets, report.
 
-Phases: database writes per run (in a process of its own), then for every concurrency level a
-direct round and a relayed round (interleaved when a level takes several rounds), then the
-coalescing scenarios (frames against reply length and pace), then the browser. Every figure is
+Phases: database writes per run (in a process of its own), a kept provider connection against
+a new one over TLS, the start-up of commands that need no server, then for every concurrency
+level a direct round and a relayed round (interleaved when a level takes several rounds), then
+the coalescing scenarios (frames against reply length and pace), then the browser. Every figure is
 kept in milliseconds in the JSON; the table shows p50/p99. Every relayed round also reads the
 daphne processes' CPU time (bench/cpu.py); right after concurrency 1 (or before the levels when
 1 is not one of them), short replies at concurrency 1 give the fixed cost of a run's start and
@@ -32,6 +33,7 @@ import httpx
 from django.conf import settings
 
 from bench import browser as browser_probe
+from bench import startup
 from bench.cpu import CpuMeter, CpuTally, fit_figures, tally_figures, total, used
 from bench.direct import DirectReply, direct_round
 from bench.figures import LevelSamples, browser_figures, coalescing_figures, level_figures
@@ -76,6 +78,10 @@ class Options:
     @property
     def scenario_samples(self) -> int:
         return 1 if self.quick else 3
+
+    @property
+    def startup_samples(self) -> int:
+        return 2 if self.quick else 5
 
     @property
     def browser_samples(self) -> int:
@@ -351,6 +357,9 @@ class Bench:
             results["db_writes"] = self.db_writes()
             self.log("provider connection over TLS: a new one per request against a kept one")
             results["provider_tls"] = tls_measure(50 if options.quick else 200)
+            names = ", ".join(" ".join(command) for command in startup.COMMANDS)
+            self.log(f"command start-up: {names}, {options.startup_samples} times each")
+            results["startup"] = startup.measure(self.site, options.startup_samples)
             for _ in range(2 if options.scaleout else 1):
                 self.servers.append(stack.enter_context(self.site.daphne()))
             self.meter = CpuMeter([server.pid for server in self.servers])

@@ -23,7 +23,7 @@ from bench.cpu import (
     stat_seconds,
     tally_figures,
 )
-from bench.report import capacity_targets, cpu_targets
+from bench.report import capacity_targets, cpu_targets, startup_targets
 from bench.stats import check_tokens, percentile, summary
 from chat.testing.processes import ROOT
 
@@ -89,6 +89,33 @@ def test_bench_runs_end_to_end_and_reports_every_figure(tmp_path: Path) -> None:
     assert tls["new_connection_ms"] > tls["kept_connection_ms"] > 0
     assert "Provider connection over TLS" in result.stdout
     assert names["server CPU per relayed token, c=1"]["met"] is not None
+    startup = report["startup"]
+    assert [command["command"] for command in startup["commands"]] == [
+        "manage.py cases list",
+        "manage.py check",
+    ]
+    assert all(
+        command["wall_ms"]["n"] == startup["samples"] == 2 for command in startup["commands"]
+    )
+    assert all(command["cpu_ms"]["p50"] > 0 for command in startup["commands"])
+    assert names["start-up of manage.py cases list (wall p50)"]["met"] is not None
+    assert "Command start-up" in result.stdout
+
+
+def test_start_up_targets_say_met_or_missed_by_how_much() -> None:
+    def command(name: str, wall_p50: float) -> dict[str, Any]:
+        return {"command": name, "wall_ms": {"p50": wall_p50}, "cpu_ms": {"p50": wall_p50}}
+
+    startup = {"target_ms": 1500.0, "commands": [command("manage.py cases list", 1200.0)]}
+    startup["commands"].append(command("manage.py check", 2100.0))
+    met, missed = startup_targets({"startup": startup})
+    assert (met["name"], met["target"], met["status"]) == (
+        "start-up of manage.py cases list (wall p50)",
+        "<= 1,500 ms",
+        "met",
+    )
+    assert missed["status"] == "missed by 600.0 ms"
+    assert startup_targets({}) == []
 
 
 def test_token_check_counts_lost_duplicated_and_reordered_tokens() -> None:
