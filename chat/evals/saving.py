@@ -29,7 +29,6 @@ from chat.evals import cases
 from chat.evals.annotations import ExpectedCallForm
 from chat.evals.annotations import offered_tools as offered_names
 from chat.models import (
-    NO_TOOL,
     Annotation,
     Case,
     CaseSet,
@@ -86,7 +85,9 @@ class CaseForm(ExpectedCallForm):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        cleaned["expected"] = dict(NO_TOOL) if cleaned.get("expect") == "no_tool" else None
+        cleaned["expected"] = (
+            dict(decisions.NO_TOOL) if cleaned.get("expect") == "no_tool" else None
+        )
         if cleaned.get("expect") == "other" and not self.errors:
             try:
                 call = expected_call(
