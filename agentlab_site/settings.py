@@ -237,6 +237,9 @@ OPENAI_API_KEY = os.environ.get("OPENAI_API_KEY", "")
 # Variables a provider profile may name as its key besides OPENAI_API_KEY and AGENTLAB_KEY_*;
 # never SECRET_KEY, DATABASE_URL or REDIS_URL (chat.runs.providers keeps the rule).
 AGENTLAB_KEY_VARIABLES = env_list("AGENTLAB_KEY_VARIABLES", "")
+# Variables an MCP server's headers or environment may name besides any AGENTLAB_MCP_KEY_*
+# variable: a provider's key (OPENAI_API_KEY, AGENTLAB_KEY_*) only if listed here on purpose.
+AGENTLAB_MCP_KEY_VARIABLES = env_list("AGENTLAB_MCP_KEY_VARIABLES", "")
 AGENTLAB_MODEL = os.environ.get("AGENTLAB_MODEL", "")
 # Content of a tool-call-only assistant message on the wire: "empty" (""), "null", or "omit".
 AGENTLAB_TOOL_CALL_CONTENT = os.environ.get("AGENTLAB_TOOL_CALL_CONTENT", "empty")

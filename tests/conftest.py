@@ -50,6 +50,7 @@ def _offline_provider(settings: LazySettings) -> None:
     settings.AGENTLAB_SCRIPTED_DELAY = 0
     settings.AGENTLAB_TITLES = "off"
     settings.AGENTLAB_KEY_VARIABLES = KEY_VARIABLES
+    settings.AGENTLAB_MCP_KEY_VARIABLES = []
 
 
 @pytest.fixture

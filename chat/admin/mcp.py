@@ -20,23 +20,35 @@ from chat.models import McpServer, McpTool
 from chat.runs import mcp
 from chat.runs.providers import key_status
 
-from .base import LabAdmin, ReadOnlyInline
+from .base import BoundedJSONField, LabAdmin, ReadOnlyInline
 
 REFRESH = "_refresh"
 """The change form's "Check and refresh tools" button: save, then ask the server."""
-FIELDS = ("url", "command", "timeout")
-"""Fields a `config_problems` line may name first; other lines name a header or a variable."""
+STDIO_FIELDS = ("command", "args", "env")
+"""What only a superuser sets: the command this server runs, as its own user."""
 STDIO_REFUSED = (
-    "Only staff who may change MCP servers can configure a stdio server: it runs a command "
-    "on this server."
+    "Only superusers may configure a stdio server: its command runs on this server, as the "
+    "user that serves the site."
 )
+VARIABLES_HELP = (
+    "Values come from the environment variables named here, never stored: a variable starting "
+    "with AGENTLAB_MCP_KEY_, or one listed in AGENTLAB_MCP_KEY_VARIABLES. A provider's key "
+    "(OPENAI_API_KEY, AGENTLAB_KEY_*) only if it is listed there."
+)
+
+
+def may_configure_stdio(user: Any) -> bool:
+    """Whether `user` may set a stdio command: a superuser only, whatever their MCP
+    permissions, since the command runs as the user that serves the site. `manage.py mcp` is
+    the operator's, at the terminal."""
+    return bool(user.is_superuser)
 
 
 class McpServerForm(forms.ModelForm[McpServer]):
     """A server as staff configure it: the same rules as `manage.py mcp add`."""
 
-    may_configure_stdio = False
-    """Set per request by the admin: whether this user may change MCP servers."""
+    stdio_allowed = False
+    """Set per request by the admin: `may_configure_stdio` of its user."""
 
     class Meta:
         model = McpServer
@@ -52,54 +64,46 @@ class McpServerForm(forms.ModelForm[McpServer]):
             "env",
         )
         labels = {"url": "URL", "env": "Environment"}
-
-    def clean_headers(self) -> dict[str, str]:
-        return self._mapping("headers", "Authorization", "AGENTLAB_KEY_DOCS")
-
-    def clean_env(self) -> dict[str, str]:
-        return self._mapping("env", "DOCS_TOKEN", "AGENTLAB_KEY_DOCS")
-
-    def clean_args(self) -> list[str]:
-        value = self.cleaned_data.get("args") or []
-        if not isinstance(value, list) or not all(isinstance(arg, str) for arg in value):
-            raise forms.ValidationError('Enter a list of strings, e.g. ["-m", "docs_server"].')
-        return value
-
-    def _mapping(self, field: str, name: str, variable: str) -> dict[str, str]:
-        value = self.cleaned_data.get(field) or {}
-        if not isinstance(value, dict) or not all(
-            isinstance(key, str) and isinstance(item, str) for key, item in value.items()
-        ):
-            raise forms.ValidationError(
-                f'Enter an object of names and variable names, e.g. {{"{name}": "{variable}"}}.'
-            )
-        return value
+        field_classes = {
+            "headers": BoundedJSONField,
+            "args": BoundedJSONField,
+            "env": BoundedJSONField,
+        }
+        help_texts = {
+            "transport": "Only superusers may choose stdio.",
+            "command": "stdio: the program. Only superusers may set or change it (and its "
+            "arguments and environment): it runs as the user that serves this site.",
+        }
 
     def clean(self) -> dict[str, Any]:
-        """The configuration's problems (`config_problems`), each on the field it is about."""
+        """The configuration's problems (`config_problems`), each on the field it is about.
+
+        A user who is not a superuser sees the stdio fields read-only (they are not in the
+        form), and may not make a server stdio: one that already is keeps its command.
+        """
         cleaned = super().clean() or {}
+        for field in ("headers", "args", "env"):
+            if field in cleaned and cleaned[field] is None:  # left blank
+                cleaned[field] = [] if field == "args" else {}
         transport = cleaned.get("transport")
-        if transport == McpServer.Transport.STDIO and not self.may_configure_stdio:
+        stdio = McpServer.Transport.STDIO
+        was_stdio = not self.instance._state.adding and self.instance.transport == stdio
+        if transport == stdio and not self.stdio_allowed and not was_stdio:
             self.add_error("transport", STDIO_REFUSED)
-            return cleaned
-        if transport is None:
+        if transport is None or self.errors:
             return cleaned
         timeout = cleaned.get("timeout")
         candidate = McpServer(
             transport=transport,
-            url=cleaned.get("url") or "",
-            headers=cleaned.get("headers") or {},
-            command=cleaned.get("command") or "",
-            env=cleaned.get("env") or {},
             timeout=core.DEFAULT_TIMEOUT if timeout is None else timeout,
+            **{
+                field: cleaned[field] if field in self.fields else getattr(self.instance, field)
+                for field in mcp.STORED
+            },
         )
-        mapping = "headers" if transport == McpServer.Transport.HTTP else "env"
         for problem in mcp.config_problems(candidate):
             named, _, text = problem.partition(": ")
-            if named in FIELDS:
-                self.add_error(named, text)
-            else:
-                self.add_error(mapping, problem)
+            self.add_error(named if named in self.fields else None, text)
         return cleaned
 
 
@@ -133,20 +137,14 @@ class McpServerAdmin(LabAdmin):
     inlines = (McpToolInline,)
     fieldsets = (
         (None, {"fields": ("name", "transport", "enabled", "timeout")}),
-        (
-            "Streamable HTTP",
-            {
-                "fields": ("url", "headers"),
-                "description": "Header values come from the environment variables named here: "
-                "OPENAI_API_KEY, AGENTLAB_KEY_*, or one listed in AGENTLAB_KEY_VARIABLES.",
-            },
-        ),
+        ("Streamable HTTP", {"fields": ("url", "headers"), "description": VARIABLES_HELP}),
         (
             "stdio",
             {
-                "fields": ("command", "args", "env"),
-                "description": "A command this server starts and talks to; only staff who may "
-                "change MCP servers can configure one. Variables as for headers.",
+                "fields": STDIO_FIELDS,
+                "description": "A command this server starts and talks to, as the user that "
+                "serves this site: only superusers may add or change one. Environment values "
+                "as for headers.",
             },
         ),
         (
@@ -160,12 +158,17 @@ class McpServerAdmin(LabAdmin):
         queryset: QuerySet[McpServer] = super().get_queryset(request)
         return queryset.annotate(n_tools=Count("tools"))
 
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> tuple[str, ...]:
+        """The stdio command, its arguments and environment: read-only but to superusers."""
+        fields = tuple(super().get_readonly_fields(request, obj))
+        return fields if may_configure_stdio(request.user) else (*fields, *STDIO_FIELDS)
+
     def get_form(
         self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any
     ) -> Any:
         form = super().get_form(request, obj, change, **kwargs)
-        allowed = request.user.has_perm("chat.change_mcpserver")
-        return type(form.__name__, (form,), {"may_configure_stdio": allowed})
+        allowed = may_configure_stdio(request.user)
+        return type(form.__name__, (form,), {"stdio_allowed": allowed})
 
     @admin.display(description="tools", ordering="n_tools")
     def tool_count(self, obj: McpServer) -> int:
@@ -178,7 +181,10 @@ class McpServerAdmin(LabAdmin):
         named = obj.headers if obj.transport == McpServer.Transport.HTTP else obj.env
         if not named:
             return "—"
-        rows = ((name, variable, key_status(str(variable))) for name, variable in named.items())
+        rows = (
+            (name, variable, key_status(str(variable), mcp=True))
+            for name, variable in named.items()
+        )
         return format_html_join(", ", "{} ← {} ({})", rows)
 
     @admin.action(description="Check and refresh tools", permissions=["change"])

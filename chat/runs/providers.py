@@ -28,8 +28,9 @@ from .exceptions import RunRefused
 
 ENVIRONMENT_KEY = "OPENAI_API_KEY"
 KEY_PREFIX = "AGENTLAB_KEY_"
-# Never a provider's key, whatever AGENTLAB_KEY_VARIABLES says: the server's own secrets (and
-# the allow-list itself, which carries the prefix).
+MCP_KEY_PREFIX = "AGENTLAB_MCP_KEY_"
+# Never a provider's key nor an MCP secret, whatever the allow-lists say: the server's own
+# secrets (and the allow-lists themselves, which carry the prefixes).
 SERVER_SECRETS = frozenset(
     {
         "SECRET_KEY",
@@ -38,6 +39,7 @@ SERVER_SECRETS = frozenset(
         "AGENTLAB_TEST_POSTGRES",
         "AGENTLAB_TEST_REDIS",
         "AGENTLAB_KEY_VARIABLES",
+        "AGENTLAB_MCP_KEY_VARIABLES",
     }
 )
 ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -52,6 +54,27 @@ class KeyStatus(StrEnum):
     UNSET = "unset"
 
 
+def _name_problem(name: str, example: str, where: str) -> str | None:
+    """Why `name` cannot be named as a secret's variable at all, else None."""
+    if not ENV_NAME.match(name):
+        return (
+            "Enter the name of an environment variable (capital letters, digits and "
+            f"underscores, not starting with a digit), e.g. {example} — not the key itself."
+        )
+    if name in SERVER_SECRETS:
+        return f"{name} is one of the server's own secrets: it is never sent to {where}."
+    return None
+
+
+def is_provider_key(name: str) -> bool:
+    """Whether `name` is on the provider keys' allow-list (it may hold a provider's key)."""
+    return (
+        name == ENVIRONMENT_KEY
+        or name.startswith(KEY_PREFIX)
+        or name in settings.AGENTLAB_KEY_VARIABLES
+    )
+
+
 def key_variable_problem(name: str) -> str | None:
     """Why a profile cannot name `name` as its key variable ("" means: no key), else None.
 
@@ -61,16 +84,9 @@ def key_variable_problem(name: str) -> str | None:
     """
     if not name:
         return None
-    if not ENV_NAME.match(name):
-        return (
-            "Enter the name of an environment variable (capital letters, digits and "
-            "underscores, not starting with a digit), e.g. MISTRAL_API_KEY — not the key itself."
-        )
-    if name in SERVER_SECRETS:
-        return f"{name} is one of the server's own secrets: it is never sent to a provider."
-    if name == ENVIRONMENT_KEY or name.startswith(KEY_PREFIX):
-        return None
-    if name in settings.AGENTLAB_KEY_VARIABLES:
+    if problem := _name_problem(name, "MISTRAL_API_KEY", "a provider"):
+        return problem
+    if is_provider_key(name):
         return None
     return (
         f"{name} is not an allowed key variable: name {ENVIRONMENT_KEY}, a variable starting "
@@ -78,23 +94,63 @@ def key_variable_problem(name: str) -> str | None:
     )
 
 
-def read_key(name: str) -> str | None:
-    """The key held by an allowed variable; None when it is unset, or not allowed."""
-    if not name or key_variable_problem(name):
+def mcp_variable_problem(name: str) -> str | None:
+    """Why an MCP server's header or environment cannot name `name` as its value's variable.
+
+    MCP secrets have their own allow-list: any AGENTLAB_MCP_KEY_* name and the names the
+    operator lists in AGENTLAB_MCP_KEY_VARIABLES; never one of SERVER_SECRETS. A provider's key
+    is refused unless listed there on purpose: whoever may add an MCP server chooses its URL,
+    and the header would carry the key to that host.
+    """
+    if not name:
+        return "no variable named."
+    if problem := _name_problem(name, "AGENTLAB_MCP_KEY_DOCS", "an MCP server"):
+        return problem
+    if name.startswith(MCP_KEY_PREFIX) or name in settings.AGENTLAB_MCP_KEY_VARIABLES:
         return None
+    if is_provider_key(name):
+        return (
+            f"{name} holds a provider's key: it is never sent to an MCP server unless the "
+            "server lists it in AGENTLAB_MCP_KEY_VARIABLES."
+        )
+    return (
+        f"{name} is not an allowed MCP variable: name a variable starting with "
+        f"{MCP_KEY_PREFIX}, or one the server lists in AGENTLAB_MCP_KEY_VARIABLES."
+    )
+
+
+def _value(name: str) -> str | None:
     if name == ENVIRONMENT_KEY:
         return settings.OPENAI_API_KEY or None
     return os.environ.get(name) or None
 
 
-def key_status(name: str) -> KeyStatus:
-    """What the admin, the settings page and check_provider say about a key variable: whether
-    an allowed one is set here, never whether one that is not allowed exists."""
+def read_key(name: str) -> str | None:
+    """The key held by an allowed variable; None when it is unset, or not allowed."""
+    if not name or key_variable_problem(name):
+        return None
+    return _value(name)
+
+
+def read_mcp_variable(name: str) -> str | None:
+    """The secret an MCP-allowed variable holds; None when it is unset, or not allowed."""
+    if mcp_variable_problem(name):
+        return None
+    return _value(name)
+
+
+def key_status(name: str, *, mcp: bool = False) -> KeyStatus:
+    """What the admin, the settings page and the commands say about a key variable (of a
+    provider, or of an MCP server with `mcp`): whether an allowed one is set here, never
+    whether one that is not allowed exists."""
     if not name:
         return KeyStatus.NONE
-    if key_variable_problem(name):
+    problem, read = (
+        (mcp_variable_problem, read_mcp_variable) if mcp else (key_variable_problem, read_key)
+    )
+    if problem(name):
         return KeyStatus.NOT_ALLOWED
-    return KeyStatus.SET if read_key(name) else KeyStatus.UNSET
+    return KeyStatus.SET if read(name) else KeyStatus.UNSET
 
 
 def _same_url(one: str, other: str) -> bool:

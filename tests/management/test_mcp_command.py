@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from io import StringIO
 
 import pytest
+from django.conf import LazySettings
 from django.core.management import CommandError, call_command
 
 from chat import agent
@@ -51,17 +52,17 @@ def closed_url() -> str:
 def test_add_over_http_stores_the_server_and_its_tools_never_the_secret(
     docs_http: McpHttpServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("AGENTLAB_KEY_DOCS", "docs-secret-value")
+    monkeypatch.setenv("AGENTLAB_MCP_KEY_DOCS", "docs-secret-value")
 
     out, err = mcp(
-        "add", "docs", "--url", docs_http.url, "--header", "Authorization=AGENTLAB_KEY_DOCS"
+        "add", "docs", "--url", docs_http.url, "--header", "Authorization=AGENTLAB_MCP_KEY_DOCS"
     )
 
     assert "Added docs (http: " in out and "docs__search_docs" in out
     assert "Search the team docs" in out and err == ""
     server = McpServer.objects.get(name="docs")
     assert (server.transport, server.url, server.status) == ("http", docs_http.url, "up")
-    assert server.headers == {"Authorization": "AGENTLAB_KEY_DOCS"}
+    assert server.headers == {"Authorization": "AGENTLAB_MCP_KEY_DOCS"}
     names = set(McpTool.objects.filter(server=server).values_list("exposed_name", flat=True))
     assert {"docs__search_docs", "docs__add", "docs__grow"} <= names
     stored = json.dumps(list(McpServer.objects.values()), default=str)
@@ -75,20 +76,20 @@ def test_add_over_stdio_with_a_timeout_and_an_unset_variable() -> None:
         "--command",
         STDIO,
         "--env",
-        "DOCS_TOKEN=AGENTLAB_KEY_UNSET",
+        "DOCS_TOKEN=AGENTLAB_MCP_KEY_UNSET",
         "--timeout",
         "5",
     )
 
     assert "Added local (stdio: " in out and "local__pid" in out
-    assert "AGENTLAB_KEY_UNSET is not set in this process" in err
+    assert "AGENTLAB_MCP_KEY_UNSET is not set in this process" in err
     server = McpServer.objects.get(name="local")
     assert (server.transport, server.command, server.args) == (
         "stdio",
         sys.executable,
         ["-m", "chat.testing.mcp_server"],
     )
-    assert server.env == {"DOCS_TOKEN": "AGENTLAB_KEY_UNSET"} and server.timeout == 5.0
+    assert server.env == {"DOCS_TOKEN": "AGENTLAB_MCP_KEY_UNSET"} and server.timeout == 5.0
     assert McpTool.objects.filter(server=server, exposed_name="local__echo").exists()
 
 
@@ -113,11 +114,17 @@ def test_a_server_that_does_not_answer_is_refused_with_the_reason(
     ("args", "message"),
     [
         (["--header", "Authorization=SECRET_KEY"], "SECRET_KEY is one of the server's own"),
-        (["--header", "Authorization=HOME"], "HOME is not an allowed key variable"),
+        (["--header", "Authorization=HOME"], "HOME is not an allowed MCP variable"),
+        (["--header", "Authorization=OPENAI_API_KEY"], "OPENAI_API_KEY holds a provider's key"),
+        (["--header", "Authorization=AGENTLAB_KEY_DOCS"], "AGENTLAB_KEY_DOCS holds a provider"),
+        (["--header", "Authorization=MISTRAL_API_KEY"], "MISTRAL_API_KEY holds a provider"),
+        (["--header", "X=AGENTLAB_MCP_KEY_VARIABLES"], "one of the server's own secrets"),
+        (["--header", "Bad Name=AGENTLAB_MCP_KEY_X"], "headers: 'Bad Name' is not a name"),
         (["--header", "Authorization"], "expected HEADER=ENV_VAR"),
         (["--command", "x"], "Give either --url URL"),
-        (["--env", "TOKEN=AGENTLAB_KEY_X"], "--env is for a stdio server"),
+        (["--env", "TOKEN=AGENTLAB_MCP_KEY_X"], "--env is for a stdio server"),
         (["--timeout", "0"], "timeout: a positive number"),
+        (["--timeout", "nan"], "timeout: a positive number"),
     ],
 )
 def test_bad_http_input_is_refused_and_writes_nothing(args: list[str], message: str) -> None:
@@ -133,8 +140,12 @@ def test_bad_http_input_is_refused_and_writes_nothing(args: list[str], message: 
         (["docs"], "Give either --url URL"),
         (["docs", "--url", "ftp://example.com/mcp"], "url: an http:// or https:// address"),
         (["docs", "--command", "'unbalanced"], "--command cannot be read"),
-        (["docs", "--command", "x", "--header", "A=AGENTLAB_KEY_X"], "--header is for an HTTP"),
+        (["docs", "--command", "x", "--header", "A=AGENTLAB_MCP_KEY_X"], "--header is for"),
         (["docs", "--command", "x", "--env", "TOKEN=DATABASE_URL"], "DATABASE_URL is one of"),
+        (["docs", "--command", "x", "--env", "TOKEN=OPENAI_API_KEY"], "holds a provider's key"),
+        (["docs", "--command", "x", "--env", "TOKEN=AGENTLAB_KEY_X"], "holds a provider's key"),
+        (["docs", "--command", "x '\udcff'"], "args: a string holds a lone surrogate"),
+        (["docs", "--url", "http://h/\udcff"], "url: a string holds a lone surrogate"),
     ],
 )
 def test_bad_names_and_transports_are_refused_and_write_nothing(
@@ -143,6 +154,37 @@ def test_bad_names_and_transports_are_refused_and_write_nothing(
     with pytest.raises(CommandError, match=message):
         mcp("add", *args)
     assert not McpServer.objects.exists()
+
+
+def test_a_provider_key_is_an_mcp_header_only_when_the_operator_lists_it(
+    docs_http: McpHttpServer, settings: LazySettings
+) -> None:
+    header = ["--header", "Authorization=OPENAI_API_KEY"]
+    with pytest.raises(CommandError, match="OPENAI_API_KEY holds a provider's key"):
+        mcp("add", "docs", "--url", docs_http.url, *header)
+    assert not McpServer.objects.exists()
+
+    settings.AGENTLAB_MCP_KEY_VARIABLES = ["OPENAI_API_KEY"]
+    out, _ = mcp("add", "docs", "--url", docs_http.url, *header)
+
+    assert "Added docs" in out
+    assert McpServer.objects.get().headers == {"Authorization": "OPENAI_API_KEY"}
+
+
+def test_list_refuses_a_stored_provider_key_header_before_connecting(
+    settings: LazySettings,
+) -> None:
+    settings.OPENAI_API_KEY = "sk-provider-secret-4242"
+    headers = {"Authorization": "OPENAI_API_KEY"}
+    McpServer.objects.create(name="old", transport="http", url=closed_url(), headers=headers)
+
+    out, err = mcp("list")
+
+    assert (
+        "down: its configuration is refused, nothing was sent: headers: Authorization: "
+        "OPENAI_API_KEY holds a provider's key" in out
+    )
+    assert "ConnectError" not in out and "sk-provider-secret-4242" not in out + err
 
 
 def test_a_duplicate_name_is_refused(docs_http: McpHttpServer) -> None:

@@ -16,7 +16,7 @@ from chat.management.terminal import fold
 from chat.models import McpServer, McpTool
 from chat.models.mcp import SERVER_NAME
 from chat.runs import mcp as servers
-from chat.runs.providers import read_key
+from chat.runs.providers import read_mcp_variable
 
 LIST_TIMEOUT = 15.0
 Snapshot = dict[str, tuple[str, Any, Any, bool]]
@@ -37,7 +37,8 @@ class Command(BaseCommand):
             help="Probe a server and store it with its tools.",
             description="Probe a server (initialize, tools/list) and store it with its tools. "
             "Header and environment values are read from the variables named, never stored: "
-            "OPENAI_API_KEY, AGENTLAB_KEY_* or one listed in AGENTLAB_KEY_VARIABLES.",
+            "AGENTLAB_MCP_KEY_* or one listed in AGENTLAB_MCP_KEY_VARIABLES (a provider's key "
+            "only if listed there).",
         )
         add.add_argument(
             "name", help="The server's name; its tools are offered as NAME__TOOL (docs__search)."
@@ -105,7 +106,7 @@ class Command(BaseCommand):
         except IntegrityError:
             raise CommandError(f"An MCP server named {server.name!r} exists already.") from None
         for variable in {**server.headers, **server.env}.values():
-            if not read_key(variable):
+            if not read_mcp_variable(variable):
                 self.stderr.write(f"{variable} is not set in this process: its value is not sent.")
         self.stdout.write(
             f"Added {server.name} ({server.transport}: {server.target}); the "
