@@ -477,7 +477,7 @@ def test_mcp_server_pages_render_with_tools_variables_and_the_refresh_button(
         name="docs",
         transport="http",
         url="http://127.0.0.1:9/mcp",
-        headers={"Authorization": "AGENTLAB_KEY_DOCS"},
+        headers={"Authorization": "AGENTLAB_MCP_KEY_DOCS"},
         status="down",
         error="ConnectError: All connection attempts failed",
     )
@@ -492,7 +492,7 @@ def test_mcp_server_pages_render_with_tools_variables_and_the_refresh_button(
     page = staff.get(url(McpServer, "change", server.pk))
     html = page.content.decode()
     assert page.status_code == 200 and "docs__search_docs" in html
-    assert "Authorization ← AGENTLAB_KEY_DOCS (unset)" in html
+    assert "Authorization ← AGENTLAB_MCP_KEY_DOCS (unset)" in html
     assert 'name="_refresh" value="Check and refresh tools"' in html
     assert staff.get(url(McpServer, "add")).status_code == 200
 
@@ -508,23 +508,6 @@ def test_a_bad_mcp_server_config_shows_each_problem_and_saves_nothing(staff: Cli
     assert "SECRET_KEY is one of the server's own secrets" in form.errors["headers"][0]
     response = staff.post(url(McpServer, "add"), mcp_server_form(headers='["Authorization"]'))
     assert "Enter an object of names" in response.context["adminform"].form.errors["headers"][0]
-    assert not McpServer.objects.exists()
-
-
-def test_only_staff_who_may_change_mcp_servers_configure_stdio(client: Client) -> None:
-    clerk = make.user("clerk", is_staff=True)
-    clerk.user_permissions.add(
-        *Permission.objects.filter(codename__in=["add_mcpserver", "view_mcpserver"])
-    )
-    client.force_login(clerk)
-
-    response = client.post(url(McpServer, "add"), mcp_server_form(**stdio_fields()))
-
-    assert response.status_code == 200
-    assert (
-        "Only staff who may change MCP servers"
-        in response.context["adminform"].form.errors["transport"][0]
-    )
     assert not McpServer.objects.exists()
 
 

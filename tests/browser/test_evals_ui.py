@@ -101,7 +101,7 @@ def test_start_an_evaluation_and_watch_its_rows_fill_in_live(
     expect(progress).to_have_text("4 / 4", timeout=8_000)
     expect(page.locator("#eval-progress .eval-status")).to_have_text("Completed")
     expect(page.locator("#eval-announce")).to_have_text(
-        "The evaluation is completed: 2 passed, 2 failed."
+        "The evaluation is finished: 2 passed, 2 failed."
     )
     expect(page.locator("#eval-stop")).to_have_count(0)
     assert page.evaluate("window.stayed") is True
