@@ -25,8 +25,10 @@ run: migrate
 	@DEBUG=$${DEBUG:-true} $(BIN)/python manage.py ensure_login_user
 	DEBUG=$${DEBUG:-true} $(BIN)/python manage.py runserver 127.0.0.1:8000
 
+# Two workers or more (one per core): the suite waits on servers and sockets as much as it computes.
+# A module's scale-out tests stay on one worker (tests/scaleout/conftest.py).
 test: $(STAMP) chromium
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto --dist loadgroup
 
 # The browser tests drive Debian's chromium (Playwright cannot download its own browser here).
 chromium:

@@ -27,6 +27,17 @@ KEY_VARIABLES = [
 would list them."""
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Passwords are hashed with a fast hasher in the test process (and the live servers it
+    forks): the default one takes about half a second per user, on purpose."""
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = [
+        "django.contrib.auth.hashers.MD5PasswordHasher",
+        *settings.PASSWORD_HASHERS,
+    ]
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Browser tests last: sync Playwright leaves a running loop that breaks later async tests."""
     for item in items:

@@ -12,7 +12,10 @@ import redis
 from chat.testing.site import Site, postgres_site
 
 POSTGRES = os.environ.get("AGENTLAB_TEST_POSTGRES", "postgres://postgres@127.0.0.1:5432")
-REDIS = os.environ.get("AGENTLAB_TEST_REDIS", "redis://127.0.0.1:6379/7")
+# Each parallel test worker (pytest-xdist's gw0, gw1, ...) has a Redis database of its own:
+# a site flushes its database, and group names repeat across sites.
+WORKER = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+REDIS = os.environ.get("AGENTLAB_TEST_REDIS", f"redis://127.0.0.1:6379/{7 + WORKER % 8}")
 SERVER_ENV = {"AGENTLAB_SCRIPTED_DELAY": "0.01", "AGENTLAB_TOOL_MODULES": "tests.browser.tools"}
 
 
@@ -33,6 +36,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "scaleout" not in item.keywords:
             continue
+        # A module's tests share its site and processes: under parallel workers (make test),
+        # they run on one worker, which makes them once.
+        item.add_marker(pytest.mark.xdist_group(item.nodeid.partition("::")[0]))
         reason = reason or _services_down() or ""
         if reason and os.environ.get("CI"):
             item.add_marker(pytest.mark.xfail(reason=reason, run=False, strict=True))

@@ -87,8 +87,13 @@ def test_each_process_starts_and_stops_its_own_stdio_server(site: Site) -> None:
                 async with socket(b, session, second) as on_b:
                     await send(on_b, "Which process is the server?")
                     await frames_until(on_b, DONE, wait=30)
-                started = {pid: ppid for pid, ppid in stdio_servers().items() if pid not in before}
                 daphnes = {"a": a.pid, "b": b.pid}
+                # Servers of these two processes only: other tests may run their own meanwhile.
+                started = {
+                    pid: ppid
+                    for pid, ppid in stdio_servers().items()
+                    if pid not in before and ppid in daphnes.values()
+                }
             return started, daphnes
 
         started, daphnes = asyncio.run(scenario())
@@ -110,6 +115,6 @@ def test_each_process_starts_and_stops_its_own_stdio_server(site: Site) -> None:
     assert started == {pids[0]: daphnes["a"], pids[1]: daphnes["b"]}
     # Stopping the processes stopped their servers: no orphan is left.
     deadline = time.monotonic() + 10
-    while set(stdio_servers()) - set(before) and time.monotonic() < deadline:
+    while set(stdio_servers()) & set(started) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert set(stdio_servers()) - set(before) == set()
+    assert set(stdio_servers()) & set(started) == set()

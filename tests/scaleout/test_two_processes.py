@@ -4,7 +4,7 @@ import asyncio
 import html
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
 import httpx
@@ -18,6 +18,7 @@ from chat.testing.sockets import DONE, streamed_text
 
 pytestmark = pytest.mark.scaleout
 Sockets = tuple[websockets.ClientConnection, websockets.ClientConnection]
+Pair = tuple[DaphneServer, DaphneServer]
 REASONING = re.compile(r'-reasoning" hx-swap-oob="beforeend">(.*?)</span>', re.S)
 
 
@@ -33,15 +34,23 @@ async def socket(
         yield ws
 
 
-@asynccontextmanager
-async def on_two_processes(site: Site, session: str, conversation: int) -> AsyncIterator[Sockets]:
-    """A socket on the conversation through each of two new daphne processes of the site."""
+@pytest.fixture(scope="module")
+def pair(site: Site) -> Iterator[Pair]:
+    """Two daphne processes of the site, shared by the module's tests (each test has its own
+    user and conversation; the test that kills a process starts processes of its own)."""
     with site.daphne() as a, site.daphne() as b:
-        async with (
-            socket(a, session, conversation) as on_a,
-            socket(b, session, conversation) as on_b,
-        ):
-            yield on_a, on_b
+        yield a, b
+
+
+@asynccontextmanager
+async def on_two_processes(pair: Pair, session: str, conversation: int) -> AsyncIterator[Sockets]:
+    """A socket on the conversation through each of the two daphne processes."""
+    a, b = pair
+    async with (
+        socket(a, session, conversation) as on_a,
+        socket(b, session, conversation) as on_b,
+    ):
+        yield on_a, on_b
 
 
 def user_and_conversation(site: Site, username: str) -> tuple[str, int]:
@@ -62,11 +71,13 @@ async def send(ws: websockets.ClientConnection, message: str) -> None:
     await ws.send(json.dumps({"action": "send", "message": message}))
 
 
-def test_a_socket_on_one_process_watches_a_run_started_through_another(site: Site) -> None:
+def test_a_socket_on_one_process_watches_a_run_started_through_another(
+    site: Site, pair: Pair
+) -> None:
     session, conversation = user_and_conversation(site, "ada")
 
     async def scenario() -> None:
-        async with on_two_processes(site, session, conversation) as (on_a, on_b):
+        async with on_two_processes(pair, session, conversation) as (on_a, on_b):
             await send(on_b, "What time is it? Also search the cards for pills")
             frames = await frames_until(on_a, DONE)
         everything = "".join(frames)
@@ -78,26 +89,26 @@ def test_a_socket_on_one_process_watches_a_run_started_through_another(site: Sit
         assert "Here is what" in streamed_text(frames)
 
     asyncio.run(scenario())
-    assert site.sql("select status from chat_run") == [("completed",)]
+    mine = f"where conversation_id = {conversation}"
+    assert site.sql(f"select status from chat_run {mine}") == [("completed",)]
 
 
 def test_a_socket_on_the_runs_own_process_streams_while_the_run_is_in_progress(
-    site: Site,
+    site: Site, pair: Pair
 ) -> None:
     """The run's control channel must not hold the process's channel reads for the whole run
     (it did with the list-based Redis layer and a prefix of its own)."""
     session, conversation = user_and_conversation(site, "barbara")
 
     async def scenario() -> list[tuple[float, str]]:
-        with site.daphne() as b:
-            async with socket(b, session, conversation) as on_b:
-                await send(on_b, "please do a slow lookup")
-                arrivals: list[tuple[float, str]] = []
-                async with asyncio.timeout(15):
-                    while not arrivals or DONE not in arrivals[-1][1]:
-                        frame = str(await on_b.recv())
-                        arrivals.append((asyncio.get_running_loop().time(), frame))
-                return arrivals
+        async with socket(pair[1], session, conversation) as on_b:
+            await send(on_b, "please do a slow lookup")
+            arrivals: list[tuple[float, str]] = []
+            async with asyncio.timeout(15):
+                while not arrivals or DONE not in arrivals[-1][1]:
+                    frame = str(await on_b.recv())
+                    arrivals.append((asyncio.get_running_loop().time(), frame))
+            return arrivals
 
     arrivals = asyncio.run(scenario())
     done_at = arrivals[-1][0]
@@ -107,29 +118,30 @@ def test_a_socket_on_the_runs_own_process_streams_while_the_run_is_in_progress(
     assert "Slow lookup" in arrivals[-1][1]
 
 
-def test_a_socket_idle_for_longer_than_redis_pys_read_timeout_still_works(site: Site) -> None:
+def test_a_socket_idle_for_longer_than_redis_pys_read_timeout_still_works(
+    site: Site, pair: Pair
+) -> None:
     """redis-py 8 ends a read after 5 s by default: a layer read that waits longer for the next
     message must not crash the socket (the list-based layer's blocking read did)."""
     session, conversation = user_and_conversation(site, "edsger")
 
     async def scenario() -> str:
-        with site.daphne() as a:
-            async with socket(a, session, conversation) as on_a:
-                await asyncio.sleep(6.5)
-                await send(on_a, "still there?")
-                return (await frames_until(on_a, DONE))[-1]
+        async with socket(pair[0], session, conversation) as on_a:
+            await asyncio.sleep(6.5)
+            await send(on_a, "still there?")
+            return (await frames_until(on_a, DONE))[-1]
 
     assert "still there?" in asyncio.run(scenario())
 
 
 def test_a_reply_streamed_by_one_process_reaches_the_other_complete_and_in_order(
-    site: Site,
+    site: Site, pair: Pair
 ) -> None:
     session, conversation = user_and_conversation(site, "hedy")
     prompt = "Repeat after me " + " ".join(f"word{n}" for n in range(25))
 
     async def scenario() -> tuple[list[str], list[str]]:
-        async with on_two_processes(site, session, conversation) as (on_a, on_b):
+        async with on_two_processes(pair, session, conversation) as (on_a, on_b):
             await send(on_b, prompt)
             return await frames_until(on_a, DONE), await frames_until(on_b, DONE)
 
@@ -142,19 +154,19 @@ def test_a_reply_streamed_by_one_process_reaches_the_other_complete_and_in_order
     assert html.unescape(streamed_text(on_a)) == reply == html.unescape(streamed_text(on_b))
 
 
-def test_a_socket_opened_mid_run_on_another_process_catches_up(site: Site) -> None:
+def test_a_socket_opened_mid_run_on_another_process_catches_up(site: Site, pair: Pair) -> None:
     """The run's process answers the catch-up request with a snapshot sent to the new socket's
     own channel, in its place among the group's frames: nothing missing, nothing twice."""
     session, conversation = user_and_conversation(site, "katherine")
 
     async def scenario() -> tuple[list[str], list[str]]:
-        with site.daphne() as a, site.daphne() as b:
-            async with socket(b, session, conversation) as on_b:
-                await send(on_b, "please do a slow lookup")
-                seen_on_b = await frames_until(on_b, "Looking up: Slow lookup")
-                async with socket(a, session, conversation) as late:
-                    frames = await frames_until(late, DONE)
-                return seen_on_b + await frames_until(on_b, DONE), frames
+        a, b = pair
+        async with socket(b, session, conversation) as on_b:
+            await send(on_b, "please do a slow lookup")
+            seen_on_b = await frames_until(on_b, "Looking up: Slow lookup")
+            async with socket(a, session, conversation) as late:
+                frames = await frames_until(late, DONE)
+            return seen_on_b + await frames_until(on_b, DONE), frames
 
     on_b, late = asyncio.run(scenario())
     snapshot, *after = late
@@ -172,7 +184,9 @@ def test_a_socket_opened_mid_run_on_another_process_catches_up(site: Site) -> No
     assert "Slow lookup" in after[-1]
 
 
-def test_unsharing_through_one_process_closes_a_readers_socket_on_the_other(site: Site) -> None:
+def test_unsharing_through_one_process_closes_a_readers_socket_on_the_other(
+    site: Site, pair: Pair
+) -> None:
     owner, conversation = user_and_conversation(site, "ada_lovelace")
     reader, _ = site.make_conversations(0, "bob")
 
@@ -187,25 +201,25 @@ def test_unsharing_through_one_process_closes_a_readers_socket_on_the_other(site
             assert response.status_code == 302
 
     async def scenario() -> tuple[str, int | None]:
-        with site.daphne() as a, site.daphne() as b:
-            await share(b, on=True)
-            async with socket(a, reader, conversation) as on_a:
-                await share(b, on=False)
-                notice = str(await asyncio.wait_for(on_a.recv(), 5))
-                with pytest.raises(websockets.ConnectionClosed):
-                    await asyncio.wait_for(on_a.recv(), 5)
-                return notice, on_a.close_code
+        a, b = pair
+        await share(b, on=True)
+        async with socket(a, reader, conversation) as on_a:
+            await share(b, on=False)
+            notice = str(await asyncio.wait_for(on_a.recv(), 5))
+            with pytest.raises(websockets.ConnectionClosed):
+                await asyncio.wait_for(on_a.recv(), 5)
+            return notice, on_a.close_code
 
     notice, code = asyncio.run(scenario())
     assert "The owner stopped sharing this conversation." in notice
     assert code == CLOSE_NOT_FOUND
 
 
-def test_stop_from_one_process_ends_a_run_owned_by_another(site: Site) -> None:
+def test_stop_from_one_process_ends_a_run_owned_by_another(site: Site, pair: Pair) -> None:
     session, conversation = user_and_conversation(site, "grace")
 
     async def scenario() -> str:
-        async with on_two_processes(site, session, conversation) as (on_a, on_b):
+        async with on_two_processes(pair, session, conversation) as (on_a, on_b):
             await send(on_b, "please do a slow lookup")
             await frames_until(on_a, "Looking up: Slow lookup")
             await on_a.send(json.dumps({"action": "cancel"}))
@@ -248,25 +262,25 @@ def test_a_killed_process_leaves_the_run_interrupted_and_repaired(site: Site) ->
     assert "Interrupted" in str(messages[2][2])
 
 
-def test_a_burst_of_sends_through_two_processes_starts_one_run(site: Site) -> None:
+def test_a_burst_of_sends_through_two_processes_starts_one_run(site: Site, pair: Pair) -> None:
     """Three sockets on each of two processes send at the same moment: one run, in any process."""
     session, conversation = user_and_conversation(site, "burst")
 
     async def scenario() -> None:
-        with site.daphne() as a, site.daphne() as b:
-            async with (
-                socket(a, session, conversation) as a1,
-                socket(a, session, conversation) as a2,
-                socket(a, session, conversation) as a3,
-                socket(b, session, conversation) as b1,
-                socket(b, session, conversation) as b2,
-                socket(b, session, conversation) as b3,
-            ):
-                sockets = [a1, b1, a2, b2, a3, b3]
-                await asyncio.gather(
-                    *(send(ws, f"What time is it? ({n})") for n, ws in enumerate(sockets))
-                )
-                await frames_until(a1, DONE)
+        a, b = pair
+        async with (
+            socket(a, session, conversation) as a1,
+            socket(a, session, conversation) as a2,
+            socket(a, session, conversation) as a3,
+            socket(b, session, conversation) as b1,
+            socket(b, session, conversation) as b2,
+            socket(b, session, conversation) as b3,
+        ):
+            sockets = [a1, b1, a2, b2, a3, b3]
+            await asyncio.gather(
+                *(send(ws, f"What time is it? ({n})") for n, ws in enumerate(sockets))
+            )
+            await frames_until(a1, DONE)
 
     asyncio.run(scenario())
     mine = f"where conversation_id = {conversation}"
