@@ -22,7 +22,7 @@ from chat.agent.clients import ChatClient, OpenAICompatibleChatClient
 from chat.agent.messages import EmptyContent
 from chat.agent.scripted import SCRIPTED_LABEL, SCRIPTED_MODEL, ScriptedChatClient
 from chat.agent.wire import WireFormat
-from chat.models import Conversation, ProviderProfile
+from chat.models import Conversation, McpServer, ProviderProfile
 
 from .exceptions import RunRefused
 
@@ -269,7 +269,11 @@ def wire_format(profile: ProviderProfile) -> WireFormat:
 
 
 def known_keys() -> list[str]:
-    """The key values this process could send (the environment's and the profiles'), to redact."""
+    """The secret values this process could send (the environment's and the profiles' keys,
+    the MCP servers' headers and environment), to redact."""
     names = ProviderProfile.objects.exclude(api_key_env="").values_list("api_key_env", flat=True)
     keys = {read_key(name) for name in {ENVIRONMENT_KEY, *names}}
+    for headers, env in McpServer.objects.values_list("headers", "env"):
+        for variable in [*(headers or {}).values(), *(env or {}).values()]:
+            keys.add(read_mcp_variable(str(variable)))
     return [key for key in keys if key]

@@ -14,7 +14,7 @@ from django.test import override_settings
 from chat import agent, runs
 from chat.agent.clients import OpenAICompatibleChatClient
 from chat.agent.scripted import SCRIPTED_LABEL, SCRIPTED_MODEL, ScriptedChatClient
-from chat.models import Conversation, ProviderProfile, Run
+from chat.models import Conversation, McpServer, ProviderProfile, Run
 from chat.runs import RunRefused
 from chat.runs.providers import (
     SERVER_SECRETS,
@@ -133,6 +133,28 @@ def test_known_keys_are_the_environments_and_the_profiles_set_here(
     profile(name="keyless", api_key_env="")
     with override_settings(OPENAI_API_KEY="env-key-123"):
         assert sorted(known_keys()) == ["env-key-123", "mistral-key-456"]
+
+
+def test_known_keys_include_the_mcp_servers_secrets_and_only_allowed_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What an MCP server's tool echoes of its own header is redacted where requests are
+    shown, as a provider's key is; a variable off the MCP allow-list is never read."""
+    monkeypatch.setenv("AGENTLAB_MCP_KEY_DOCS", "mcp-header-789")
+    monkeypatch.setenv("AGENTLAB_MCP_KEY_ENV", "mcp-env-012")
+    monkeypatch.setenv("SOMEONES_TOKEN", SERVER_SECRET)
+    McpServer.objects.create(
+        name="docs",
+        url="https://docs.example/mcp",
+        headers={"Authorization": "AGENTLAB_MCP_KEY_DOCS"},
+    )
+    McpServer.objects.create(
+        name="local", transport="stdio", command="x", env={"TOKEN": "AGENTLAB_MCP_KEY_ENV"}
+    )
+    McpServer.objects.create(
+        name="odd", url="https://odd.example/mcp", headers={"X": "SOMEONES_TOKEN"}
+    )
+    assert sorted(known_keys()) == ["mcp-env-012", "mcp-header-789"]
 
 
 # Which key goes where ------------------------------------------------------------------------
