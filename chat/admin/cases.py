@@ -71,7 +71,20 @@ class CaseForm(forms.ModelForm[Case]):
             return value  # the model's validator says what is wrong with it
 
 
-class CaseInline(ReadOnlyInline):
+class CaseColumns:
+    """What a case expects and how many results it recorded: a column in its set's rows and in
+    the list of cases."""
+
+    @admin.display(description="expects")
+    def expects(self, obj: Case) -> str:
+        return excerpt(obj.expected_text)
+
+    @admin.display(description="fixtures")
+    def fixture_count(self, obj: Case) -> int:
+        return len(obj.fixtures or ())
+
+
+class CaseInline(CaseColumns, ReadOnlyInline):
     """A set's cases, one summary row each, linking to the case."""
 
     model = Case
@@ -83,14 +96,6 @@ class CaseInline(ReadOnlyInline):
     @admin.display(description="title")
     def case_title(self, obj: Case) -> SafeString | str:
         return admin_link(obj, obj.title)
-
-    @admin.display(description="expects")
-    def expects(self, obj: Case) -> str:
-        return excerpt(obj.expected_text)
-
-    @admin.display(description="fixtures")
-    def fixture_count(self, obj: Case) -> int:
-        return len(obj.fixtures or ())
 
 
 @admin.register(CaseSet)
@@ -157,7 +162,7 @@ class CaseSetAdmin(LabAdmin):
 
 
 @admin.register(Case)
-class CaseAdmin(LabAdmin):
+class CaseAdmin(CaseColumns, LabAdmin):
     form = CaseForm
     list_display = (
         "title",
@@ -172,20 +177,6 @@ class CaseAdmin(LabAdmin):
     search_fields = ("title", "note")
     search_help_text = "Words in the title or the note."
     list_select_related = ("case_set", "conversation")
-    fields = (
-        "title",
-        "case_set",
-        "note",
-        "expected",
-        "source",
-        "taken_from",
-        "messages_display",
-        "tools_display",
-        "fixtures_display",
-        "parameters_display",
-        "created_by",
-        "created_at",
-    )
     readonly_fields = (
         "source",
         "taken_from",
@@ -196,6 +187,7 @@ class CaseAdmin(LabAdmin):
         "created_by",
         "created_at",
     )
+    fields = ("title", "case_set", "note", "expected", *readonly_fields)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Case]:
         queryset: QuerySet[Case] = super().get_queryset(request)
@@ -204,14 +196,6 @@ class CaseAdmin(LabAdmin):
     def has_add_permission(self, request: HttpRequest) -> bool:
         """Cases are taken from conversations (the chat, `manage.py cases`), or imported."""
         return False
-
-    @admin.display(description="expects")
-    def expects(self, obj: Case) -> str:
-        return excerpt(obj.expected_text)
-
-    @admin.display(description="fixtures")
-    def fixture_count(self, obj: Case) -> int:
-        return len(obj.fixtures or ())
 
     @admin.display(description="taken from", ordering="conversation")
     def taken_from(self, obj: Case) -> SafeString | str:

@@ -11,22 +11,16 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
 from chat.evals import cases, replay
-from chat.models import (
-    Case,
-    CaseSet,
-    Comparison,
-    Conversation,
-    EvalResult,
-    EvalRun,
-    Message,
-    ResultVerdict,
-)
+from chat.models import Case, CaseSet, Comparison, EvalResult, EvalRun, Message, ResultVerdict
 from chat.runs import RunRefused
+
+if TYPE_CHECKING:
+    from chat.models import Conversation
 
 MAX_TARGETS = 3
 MAX_REPEAT = 5

@@ -12,12 +12,13 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from channels.db import database_sync_to_async as sync_to_async
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
+from pydantic import BaseModel, ValidationError
 
 from chat import agent, transcripts
 from chat.agent import decisions
@@ -41,6 +42,8 @@ from chat.models import (
     RunStatus,
 )
 from chat.runs import Endpoint, RunRefused, build_client, endpoint, execute_run, tasks
+from chat.transcripts.limits import refusal_text
+from chat.transcripts.messages import OpenAIMessages
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +83,14 @@ def target(
     chosen = Target(endpoint(profile, model=model or None, base_url=base_url or None), api_key)
     chosen.client()  # refuses an HTTP endpoint without a model before anything is written
     return chosen
+
+
+class Plan(TypedDict, total=False):
+    """What an evaluation replays besides its cases and target, as `create_eval_run` takes it."""
+
+    case_set: CaseSet | None
+    repeat: int
+    continue_loop: bool
 
 
 def create_eval_run(
@@ -192,7 +203,7 @@ async def replay(
         run, request, registry = await sync_to_async(_prepare)(case, eval_run, user)
         client = chosen.client()
     except (RunRefused, ValueError) as exc:
-        return await sync_to_async(_save_error)(case, eval_run, attempt, str(exc))
+        return await sync_to_async(_save)(case, eval_run, attempt, ResultVerdict.ERROR, str(exc))
     runtime = DebugRuntime(
         client=client, registry=registry, max_tool_rounds=None if eval_run.continue_loop else 1
     )
@@ -214,7 +225,7 @@ def _prepare(
     registry = decisions.replay_registry(
         case.tools, case.fixtures if eval_run.continue_loop else None
     )
-    messages = tuple(agent.ChatMessage.from_openai(m) for m in case.messages)
+    messages = case_history(case)
     try:
         parameters = agent.AgentParameters.model_validate(
             {**case.parameters, "enabled_tools": registry.names()},
@@ -248,6 +259,21 @@ def _prepare(
     return run, request, registry
 
 
+class _History(BaseModel):
+    messages: OpenAIMessages
+
+
+def case_history(case: Case) -> tuple[agent.ChatMessage, ...]:
+    """A case's messages, read by the one reader a transcript's go through
+    (`chat.transcripts.messages`): text parts joined with a blank line, any other part refused.
+    RunRefused with the reader's line for a case stored before that reader refused it."""
+    try:
+        read = _History.model_validate({"messages": case.messages})
+    except ValidationError as exc:
+        raise RunRefused(f"The case cannot be replayed: {refusal_text(exc)}") from None
+    return tuple(message.value() for message in read.messages)
+
+
 def _judge(case: Case, eval_run: EvalRun, run: Run, attempt: int) -> EvalResult:
     run.refresh_from_db()
     turns = list(
@@ -257,9 +283,8 @@ def _judge(case: Case, eval_run: EvalRun, run: Run, attempt: int) -> EvalResult:
     if first is None or (
         run.status == RunStatus.FAILED and not first.tool_calls and not first.content
     ):
-        return _save_error(
-            case, eval_run, attempt, run.error or f"The run ended {run.status}.", run=run
-        )
+        reason = run.error or f"The run ended {run.status}."
+        return _save(case, eval_run, attempt, ResultVerdict.ERROR, reason, run=run)
     got = decisions.decision(first)
     verdict = decisions.compare(case.expected, got)
     reason = verdict.reason
@@ -267,51 +292,39 @@ def _judge(case: Case, eval_run: EvalRun, run: Run, attempt: int) -> EvalResult:
         reason = f"{reason}; " if reason else ""
         reason += f"the run ended {run.status}: {run.error}"
     answer = turns[-1].content or "" if eval_run.continue_loop and turns else ""
-    return _save(
-        eval_run,
-        EvalResult(
-            eval_run=eval_run,
-            case=case,
-            case_title=case.title,
-            attempt=attempt,
-            verdict=ResultVerdict.PASSED if verdict.passed else ResultVerdict.FAILED,
-            reason=reason,
-            expected=case.expected,
-            got=got,
-            answer=answer,
-            run=run,
-            latency=run.duration,
-            prompt_tokens=run.prompt_tokens,
-            completion_tokens=run.completion_tokens,
-        ),
-    )
-
-
-def _save_error(
-    case: Case, eval_run: EvalRun, attempt: int, reason: str, *, run: Run | None = None
-) -> EvalResult:
-    return _save(
-        eval_run,
-        EvalResult(
-            eval_run=eval_run,
-            case=case,
-            case_title=case.title,
-            attempt=attempt,
-            verdict=ResultVerdict.ERROR,
-            reason=reason,
-            expected=case.expected,
-            got=None,
-            run=run,
-            latency=run.duration if run else None,
-            prompt_tokens=run.prompt_tokens if run else 0,
-            completion_tokens=run.completion_tokens if run else 0,
-        ),
-    )
+    judged = ResultVerdict.PASSED if verdict.passed else ResultVerdict.FAILED
+    return _save(case, eval_run, attempt, judged, reason, got=got, answer=answer, run=run)
 
 
 @transaction.atomic
-def _save(eval_run: EvalRun, result: EvalResult) -> EvalResult:
-    result.save()
+def _save(
+    case: Case,
+    eval_run: EvalRun,
+    attempt: int,
+    verdict: str,
+    reason: str,
+    *,
+    got: dict[str, Any] | None = None,
+    answer: str = "",
+    run: Run | None = None,
+) -> EvalResult:
+    """An attempt's result, with its run's time and usage when it made one, counted on its
+    evaluation at once (the progress bars read the counters)."""
+    result = EvalResult.objects.create(
+        eval_run=eval_run,
+        case=case,
+        case_title=case.title,
+        attempt=attempt,
+        verdict=verdict,
+        reason=reason,
+        expected=case.expected,
+        got=got,
+        answer=answer,
+        run=run,
+        latency=run.duration if run else None,
+        prompt_tokens=run.prompt_tokens if run else 0,
+        completion_tokens=run.completion_tokens if run else 0,
+    )
     counter = "passed" if result.passed else "failed"
     EvalRun.objects.filter(pk=eval_run.pk).update(**{counter: F(counter) + 1})
     setattr(eval_run, counter, getattr(eval_run, counter) + 1)
@@ -323,19 +336,12 @@ def evaluate(
     chosen: Target,
     *,
     user: Any,
-    case_set: CaseSet | None = None,
-    repeat: int = 1,
-    continue_loop: bool = False,
-    listeners: Sequence[ResultListener] = (),
     concurrency: int = CONCURRENCY,
+    **plan: Unpack[Plan],
 ) -> EvalRun:
     """Create and run an evaluation to its end in a new event loop (the terminal's way)."""
-    eval_run = create_eval_run(
-        cases, chosen, user=user, case_set=case_set, repeat=repeat, continue_loop=continue_loop
-    )
-    asyncio.run(
-        run_eval(eval_run, cases, chosen, user=user, listeners=listeners, concurrency=concurrency)
-    )
+    eval_run = create_eval_run(cases, chosen, user=user, **plan)
+    asyncio.run(run_eval(eval_run, cases, chosen, user=user, concurrency=concurrency))
     eval_run.refresh_from_db()
     return eval_run
 

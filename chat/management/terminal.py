@@ -1,20 +1,22 @@
-"""What the commands share: finding users, reading dates, printing a run as it streams, its
-summary, and a progress bar. Commands parse arguments, call the package that owns the work, and
-print with these."""
+"""What the commands share: finding users, reading dates, opening files, printing a run as it
+streams, its summary, and a progress bar. Commands parse arguments, call the package that owns
+the work, and print with these."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import IO, Any
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
-from django.core.management.base import CommandError, OutputWrapper
+from django.core.management.base import CommandError, CommandParser, OutputWrapper
 from django.utils import timezone
 
 from chat import agent, runs
@@ -54,6 +56,31 @@ def parse_since(text: str) -> datetime:
     if timezone.is_naive(moment):
         moment = timezone.make_aware(moment)
     return moment
+
+
+def open_file(path: str, mode: str = "w") -> IO[Any]:
+    """A file a command reads or writes (text is UTF-8); CommandError with the system's reason
+    when it cannot be opened."""
+    try:
+        return open(path, mode, encoding=None if "b" in mode else "utf-8")
+    except OSError as exc:
+        verb = "read" if "r" in mode else "write"
+        raise CommandError(f"Cannot {verb} {path}: {exc.strerror}.") from None
+
+
+@contextmanager
+def lines_to(path: str | None, stdout: OutputWrapper) -> Iterator[Callable[[str], None]]:
+    """Write lines on stdout, or to the file at `path`, opened before the first line (a path
+    that cannot be written is refused before any work) and closed at the end."""
+    if not path:
+        yield stdout.write
+        return
+    with open_file(path, "w") as output:
+
+        def write(line: str) -> None:
+            output.write(line + "\n")
+
+        yield write
 
 
 def unsent_key_note(base_url: str | None, *, given: bool) -> str | None:
@@ -181,6 +208,21 @@ def run_summary(run: Run) -> dict[str, Any]:
 
 def plain(text: str) -> str:
     return text
+
+
+def add_progress_option(parser: CommandParser) -> None:
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="Show a progress bar on stderr (default: when stderr is a terminal).",
+    )
+
+
+def progress_wanted(options: Mapping[str, Any], stderr: OutputWrapper) -> bool:
+    """What --progress / --no-progress asked for; without either, whether stderr is a terminal."""
+    asked: bool | None = options["progress"]
+    return asked if asked is not None else stderr.isatty()
 
 
 class Progress:

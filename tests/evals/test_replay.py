@@ -204,3 +204,32 @@ def test_an_evaluation_left_by_a_dead_process_is_marked_interrupted(case: Any, o
     gone.refresh_from_db()
     mine.refresh_from_db()
     assert (gone.status, mine.status) == ("interrupted", "in_progress")
+
+
+def test_a_case_message_is_read_as_a_transcript_message_is(
+    case: Any, owner: Any, fake_openai: FakeOpenAIServer
+) -> None:
+    case.messages[1]["content"] = [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]
+    case.save(update_fields=["messages"])
+    fake_openai.enqueue(tool_turn([SEARCH]))
+    done = replay.evaluate([case], on(fake_openai), user=owner)
+    (result,) = replay.results(done)
+    assert result.verdict == ResultVerdict.PASSED, result.reason
+    assert fake_openai.requests[-1].body["messages"][1]["content"] == "a\n\nb"
+
+
+def test_a_stored_case_the_reader_refuses_is_an_error_verdict(
+    case: Any, owner: Any, fake_openai: FakeOpenAIServer
+) -> None:
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/pills.png"}}
+    case.messages[1]["content"] = [{"type": "text", "text": "What is this?"}, image]
+    case.save(update_fields=["messages"])
+    sent = len(fake_openai.requests)
+    done = replay.evaluate([case], on(fake_openai), user=owner)
+    (result,) = replay.results(done)
+    assert (done.status, result.verdict, result.run) == ("completed", ResultVerdict.ERROR, None)
+    assert result.reason == (
+        "The case cannot be replayed: messages.1: content: content part of type 'image_url' is "
+        "not supported: only text parts are imported"
+    )
+    assert len(fake_openai.requests) == sent

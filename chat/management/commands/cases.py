@@ -15,7 +15,7 @@ from django.db.models import QuerySet
 from chat.agent import decisions
 from chat.agent.probes.report import clip
 from chat.evals import cases, records
-from chat.management.terminal import plain, plural, table, user_named
+from chat.management.terminal import lines_to, open_file, plain, plural, table, user_named
 from chat.models import Case, CaseSet, CaseSource, Conversation
 from chat.transcripts.limits import ARGUMENT_CHARS, JsonRefused, load_json
 
@@ -172,18 +172,11 @@ class Command(BaseCommand):
 
     def export_cases(self, set_name: str | None, path: str) -> None:
         rows = chosen(set_name)
-        output = None if path == "-" else _open(path, "w")
         written = 0
-        try:
+        with lines_to(None if path == "-" else path, self.stdout) as write:
             for line in records.export_lines(rows.iterator(chunk_size=100)):
-                if output is None:
-                    self.stdout.write(line)
-                else:
-                    output.write(line + "\n")
+                write(line)
                 written += 1
-        finally:
-            if output is not None:
-                output.close()
         where = "" if path == "-" else f" to {path}"
         what = f" of set {set_name}" if set_name else ""
         self.stderr.write(f"exported {plural(written, 'case')}{what}{where}", style_func=plain)
@@ -193,7 +186,7 @@ class Command(BaseCommand):
         if options["set"] is not None and not options["set"].strip():
             raise CommandError("--set needs a name.")
         path = options["file"]
-        stream = sys.stdin.buffer if path == "-" else _open(path, "rb")
+        stream = sys.stdin.buffer if path == "-" else open_file(path, "rb")
         unreadable: list[str] = []
         try:
             lines = list(decoded(stream, unreadable))
@@ -297,11 +290,3 @@ def decoded(stream: IO[bytes], unreadable: list[str]) -> Iterator[str]:
 def line_number(problem: str) -> int:
     found = re.match(r"line (\d+):", problem)
     return int(found.group(1)) if found else 0
-
-
-def _open(path: str, mode: str) -> Any:
-    try:
-        return open(path, mode, encoding=None if "b" in mode else "utf-8")
-    except OSError as exc:
-        verb = "read" if "r" in mode else "write"
-        raise CommandError(f"Cannot {verb} {path}: {exc.strerror}.") from None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
@@ -11,7 +10,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from statistics import fmean
-from typing import IO, Any
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
@@ -21,8 +20,11 @@ from chat.evals import replay
 from chat.management.terminal import (
     Progress,
     RetryProgress,
+    add_progress_option,
+    open_file,
     plain,
     plural,
+    progress_wanted,
     table,
     unsent_key_note,
     user_named,
@@ -148,12 +150,7 @@ class Command(BaseCommand):
             metavar="NAME",
             help="Owner of the replays' conversations (default: 'cli', created if missing).",
         )
-        parser.add_argument(
-            "--progress",
-            action=argparse.BooleanOptionalAction,
-            default=None,
-            help="Show a progress bar on stderr (default: when stderr is a terminal).",
-        )
+        add_progress_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["profile"] and options["base_url"]:
@@ -173,7 +170,7 @@ class Command(BaseCommand):
             )
         except RunRefused as exc:
             raise CommandError(str(exc)) from None
-        output = _open(options["output"]) if options["output"] else None
+        output = open_file(options["output"]) if options["output"] else None
         try:
             eval_run = replay.create_eval_run(
                 chosen_cases,
@@ -228,7 +225,7 @@ class Command(BaseCommand):
     ) -> None:
         """Run the evaluation to its end with a progress bar on stderr; Ctrl-C stops it (what
         was done is kept)."""
-        show = options["progress"] if options["progress"] is not None else self.stderr.isatty()
+        show = progress_wanted(options, self.stderr)
         progress = Progress(
             self.stderr, total=eval_run.total, enabled=show, verb="Evaluating", things="attempts"
         )
@@ -386,10 +383,3 @@ def _profile(name: str | None, user: Any) -> ProviderProfile | None:
             "NAME of someone who may."
         )
     return profile
-
-
-def _open(path: str) -> IO[str]:
-    try:
-        return open(path, "w", encoding="utf-8")
-    except OSError as exc:
-        raise CommandError(f"Cannot write {path}: {exc.strerror}.") from None

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import json
-from typing import IO, Any
+from contextlib import closing
+from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from chat.management.terminal import Progress, parse_since, plain, user_named
+from chat.management.terminal import (
+    Progress,
+    add_progress_option,
+    lines_to,
+    parse_since,
+    plain,
+    progress_wanted,
+    user_named,
+)
 from chat.models import Conversation, Purpose
 from chat.transcripts import export
 from chat.transcripts.records import ExportRefused, NothingToExport
@@ -48,12 +56,7 @@ class Command(BaseCommand):
             help="Export evaluation replays too (purpose eval): they are left out by default.",
         )
         parser.add_argument("--output", metavar="FILE", help="Write here instead of stdout.")
-        parser.add_argument(
-            "--progress",
-            action=argparse.BooleanOptionalAction,
-            default=None,
-            help="Show a progress bar on stderr (default: when stderr is a terminal).",
-        )
+        add_progress_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
         user = user_named(options["user"]) if options["user"] else None
@@ -81,11 +84,10 @@ class Command(BaseCommand):
         if full and all_versions:
             raise CommandError("--all-versions is for the openai format: full has every version.")
         things = "version path(s)" if all_versions else "conversation(s)"
-        show = options["progress"] if options["progress"] is not None else self.stderr.isatty()
+        show = progress_wanted(options, self.stderr)
         progress = Progress(self.stderr, total=conversations.count(), enabled=show)
-        output = self._open(options["output"])
         written, skipped, empty = 0, 0, 0
-        try:
+        with lines_to(options["output"], self.stdout) as write, closing(progress):
             fetched = conversations.for_export(full=full, all_versions=all_versions)
             rows = fetched.iterator(chunk_size=100)
             for conversation, version, record in export.records(
@@ -102,16 +104,8 @@ class Command(BaseCommand):
                     name = f"conversation {conversation.pk}" + (f" {version}" if version else "")
                     self.stderr.write(f"{name}: left out: {record}")
                     continue
-                line = json.dumps(record, ensure_ascii=False)
-                if output is None:
-                    self.stdout.write(line)
-                else:
-                    output.write(line + "\n")
+                write(json.dumps(record, ensure_ascii=False))
                 written += 1
-        finally:
-            progress.close()
-            if output is not None:
-                output.close()
         where = f" to {options['output']}" if options["output"] else ""
         notes = [f"{empty} without messages"] if empty else []
         if skipped:
@@ -124,11 +118,3 @@ class Command(BaseCommand):
         self.stderr.write(summary + (f"; {', '.join(notes)}." if notes else "."), style_func=plain)
         if skipped:
             raise CommandError(f"{skipped} {things} left out: see the messages above.")
-
-    def _open(self, path: str | None) -> IO[str] | None:
-        if not path:
-            return None
-        try:
-            return open(path, "w", encoding="utf-8")
-        except OSError as exc:
-            raise CommandError(f"Cannot write {path}: {exc.strerror}.") from None
