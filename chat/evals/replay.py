@@ -41,7 +41,7 @@ from chat.models import (
     Run,
     RunStatus,
 )
-from chat.runs import Endpoint, RunRefused, build_client, endpoint, execute_run, tasks
+from chat.runs import Endpoint, RunRefused, build_client, endpoint, execute_run, liveness, tasks
 from chat.transcripts.limits import refusal_text
 from chat.transcripts.messages import OpenAIMessages
 
@@ -199,11 +199,19 @@ async def replay(
     case: Case, eval_run: EvalRun, chosen: Target, *, user: Any, attempt: int = 1
 ) -> EvalResult:
     """One attempt at one case: a run on the case's history, its decision judged."""
+    preparing = asyncio.ensure_future(sync_to_async(_prepare)(case, eval_run, user))
     try:
-        run, request, registry = await sync_to_async(_prepare)(case, eval_run, user)
+        run, request, registry = await asyncio.shield(preparing)
         client = chosen.client()
     except (RunRefused, ValueError) as exc:
         return await sync_to_async(_save)(case, eval_run, attempt, ResultVerdict.ERROR, str(exc))
+    except asyncio.CancelledError:
+        # Stopped while the attempt's rows were being written (in a thread, which goes on):
+        # its run ends stopped, not left in progress.
+        await asyncio.wait([preparing])
+        if not preparing.cancelled() and preparing.exception() is None:
+            await sync_to_async(_abandon)(preparing.result()[0])
+        raise
     runtime = DebugRuntime(
         client=client, registry=registry, max_tool_rounds=None if eval_run.continue_loop else 1
     )
@@ -216,6 +224,13 @@ async def replay(
         await asyncio.wait([task])
         raise
     return await sync_to_async(_judge)(case, eval_run, run, attempt)
+
+
+def _abandon(run: Run) -> None:
+    status, reason = liveness.stopped()
+    Run.objects.in_progress().filter(pk=run.pk).update(
+        status=status, error=reason, finished_at=timezone.now()
+    )
 
 
 def _prepare(

@@ -307,11 +307,7 @@ async def execute_run(
                 resumed = time.monotonic()
     except asyncio.CancelledError:
         # Stop, or the process is stopping (then the run is interrupted, not cancelled).
-        status, reason = (
-            (RunStatus.INTERRUPTED, liveness.INTERRUPTED)
-            if tasks.stopping.is_set()
-            else (RunStatus.CANCELLED, "Cancelled by the user.")
-        )
+        status, reason = liveness.stopped()
 
         async def wind_up() -> None:
             await tell(await recorder.stop(status, reason))

@@ -11,11 +11,20 @@ from django.utils import timezone
 from chat import transcripts
 from chat.models import Run, RunStatus, ToolCall, ToolCallStatus
 
-from .tasks import RUNS, wind_up
+from .tasks import RUNS, stopping, wind_up
 
 logger = logging.getLogger(__name__)
 
 INTERRUPTED = "Interrupted: the server process stopped during the run."
+CANCELLED = "Cancelled by the user."
+
+
+def stopped() -> tuple[str, str]:
+    """The status and reason of a run whose task was cancelled: interrupted while this process
+    stops, else cancelled (Stop)."""
+    if stopping.is_set():
+        return RunStatus.INTERRUPTED, INTERRUPTED
+    return RunStatus.CANCELLED, CANCELLED
 
 
 @transaction.atomic

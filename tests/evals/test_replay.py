@@ -7,6 +7,8 @@ import asyncio
 import json
 import os
 import socket
+import threading
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -192,6 +194,38 @@ async def test_stop_cancels_an_evaluation_and_keeps_what_was_done() -> None:
     assert 1 <= eval_run.done < 3
     assert eval_run.pk not in tasks.EVALUATIONS.running
     assert not await Run.objects.filter(status="in_progress").aexists()
+
+
+
+async def test_stop_while_an_attempt_is_being_written_leaves_no_run_in_progress(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The attempt's rows are written in a thread, which Stop cannot interrupt: the run it
+    made ends cancelled."""
+    owner = await sync(make.user)()
+    conversation = await sync(make.conversation)(owner, "Pills", enabled_tools=["search_cards"])
+    await (await make.start_as_owner(conversation, made_for.QUESTION)).task
+    case = await sync(cases.save_case)(conversation, 0, set_name="cards", user=owner)
+    writing, prepare = threading.Event(), replay._prepare
+
+    def slow_prepare(*args: Any) -> Any:
+        writing.set()
+        time.sleep(0.3)
+        return prepare(*args)
+
+    monkeypatch.setattr(replay, "_prepare", slow_prepare)
+    chosen = replay.target()
+    eval_run = await sync(replay.create_eval_run)([case], chosen, user=owner)
+    task = asyncio.create_task(replay.run_eval(eval_run, [case], chosen, user=owner))
+    await asyncio.to_thread(writing.wait, 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+    attempt = await Run.objects.filter(conversation__purpose="eval").aget()
+    assert (attempt.status, attempt.error) == ("cancelled", "Cancelled by the user.")
+    await eval_run.arefresh_from_db()
+    assert eval_run.status == "cancelled"
 
 
 def test_an_evaluation_left_by_a_dead_process_is_marked_interrupted(case: Any, owner: Any) -> None:
