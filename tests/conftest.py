@@ -28,12 +28,12 @@ would list them."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Passwords are hashed with a fast hasher in the test process (and the live servers it
-    forks): the default one takes about half a second per user, on purpose."""
+    """Passwords made in tests are hashed quickly (chat/testing/hashers.py says why it is
+    PBKDF2 still)."""
     from django.conf import settings
 
     settings.PASSWORD_HASHERS = [
-        "django.contrib.auth.hashers.MD5PasswordHasher",
+        "chat.testing.hashers.QuickPBKDF2PasswordHasher",
         *settings.PASSWORD_HASHERS,
     ]
 
