@@ -3,6 +3,8 @@ frames, the admin, commands, the start of a run).
 
 A conversation's owner may do everything. Shared with the team, it may be read and annotated
 by every logged-in user; writing, deciding a tool call and configuring stay its owner's.
+An evaluation's replay is its record of an attempt: read and annotated as any shared
+conversation, written in and configured by no one (the evaluation writes it without asking).
 Staff and superusers have no more say in the chat than anyone: the admin, behind Django's own
 permissions, is where staff read every conversation (and, with the delete permission, delete
 one); it changes none. Beyond that, staff may only stop an evaluation someone else started.
@@ -16,7 +18,7 @@ from typing import Any
 from django.db.models import Q
 from django.http import Http404
 
-from chat.models import Conversation, ConversationQuerySet
+from chat.models import Conversation, ConversationQuerySet, Purpose
 
 
 class Action(StrEnum):
@@ -36,8 +38,13 @@ class Action(StrEnum):
 TEAM = frozenset({Action.READ, Action.ANNOTATE})
 """What the team may do in a conversation shared with it; the rest is its owner's alone."""
 
+RECORD = frozenset({Action.WRITE, Action.CONFIGURE})
+"""What no one may do in an evaluation's replay: it stays as the evaluation recorded it."""
+
 READ_ONLY = "This conversation is shared with you to read: only its owner can write in it."
 NOT_YOURS = "This conversation is not yours: only its owner can write in it."
+NOT_SHARED = "This conversation is not yours, and not shared with the team."
+REPLAY = "This is an evaluation's replay: it is read-only."
 
 
 def _user_pk(user: Any) -> Any:
@@ -51,7 +58,9 @@ def condition(user: Any, action: Action) -> Q:
     if pk is None:
         return Q(pk__in=[])
     mine = Q(owner_id=pk)
-    return mine | Q(shared=True) if action in TEAM else mine
+    if action in TEAM:
+        return mine | Q(shared=True)
+    return mine & ~Q(purpose=Purpose.EVAL) if action in RECORD else mine
 
 
 def may(user: Any, action: Action, conversation: Conversation) -> bool:
@@ -59,14 +68,22 @@ def may(user: Any, action: Action, conversation: Conversation) -> bool:
     pk = _user_pk(user)
     if pk is None:
         return False
-    return conversation.owner_id == pk or (action in TEAM and conversation.shared)
+    if action in TEAM:
+        return conversation.owner_id == pk or conversation.shared
+    return conversation.owner_id == pk and not (action in RECORD and is_replay(conversation))
+
+
+def is_replay(conversation: Conversation) -> bool:
+    return conversation.purpose == Purpose.EVAL
 
 
 def denied(user: Any, action: Action, conversation: Conversation) -> str:
     """Why `user` may not do `action` here, in one line for them; "" when they may."""
     if may(user, action, conversation):
         return ""
-    return READ_ONLY if may(user, Action.READ, conversation) else NOT_YOURS
+    if not may(user, Action.READ, conversation):
+        return NOT_SHARED if action in TEAM else NOT_YOURS
+    return REPLAY if action in RECORD and is_replay(conversation) else READ_ONLY
 
 
 def conversations(
@@ -78,8 +95,8 @@ def conversations(
 
 
 def shared_with(user: Any, queryset: ConversationQuerySet | None = None) -> ConversationQuerySet:
-    """What the team shares with `user`: readable, not theirs to write."""
-    return conversations(user, Action.READ, queryset).exclude(condition(user, Action.WRITE))
+    """What the team shares with `user`: readable, not theirs."""
+    return conversations(user, Action.READ, queryset).exclude(owner_id=_user_pk(user))
 
 
 def conversation(

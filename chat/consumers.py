@@ -107,7 +107,8 @@ class ChatConsumer(FragmentConsumer):
             await self.close(code=CLOSE_NOT_FOUND)
             return
         self.conversation = conversation
-        self.read_only = not access.may(user, access.Action.WRITE, conversation)
+        # Why this user may not write here, the answer to each of their frames ("" if they may).
+        self.refused = access.denied(user, access.Action.WRITE, conversation)
         self.budget = FrameBudget(
             burst=settings.AGENTLAB_WS_BURST,
             per_second=settings.AGENTLAB_WS_FRAMES_PER_SECOND,
@@ -154,8 +155,8 @@ class ChatConsumer(FragmentConsumer):
                 "open the other conversation to write there."
             )
             return
-        if self.read_only:
-            await self.notice(READ_ONLY)
+        if self.refused:
+            await self.notice(self.refused)
             return
         action = frame.get("action")
         if action == "send":
@@ -214,7 +215,7 @@ class ChatConsumer(FragmentConsumer):
 
     async def chat_unshared(self, event: dict[str, Any]) -> None:
         """The owner took the conversation back: a reader's socket closes at once."""
-        if self.read_only:
+        if self.refused:
             await self.notice("The owner stopped sharing this conversation.")
             await self.close(code=CLOSE_NOT_FOUND)
 

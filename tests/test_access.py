@@ -1,6 +1,7 @@
 """Who may do what (chat/access.py), asked at every entry point: pages, socket actions, the
 admin, commands and the start of a run, each for a conversation's owner, a team reader (the
-conversation is shared), a stranger and a staff member (it is not shared with either).
+conversation is shared), a stranger and a staff member (it is not shared with either). The
+same walk over an evaluation's replay: read and annotated as a chat is, written in by no one.
 
 Each cell is one test: the entry point, the role, what happens. What happens includes what was
 written (or not), so a refusal that still writes shows as such."""
@@ -21,11 +22,12 @@ from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 
 from chat import access, runs
 from chat.agent.scripted import ScriptedChatClient
 from chat.evals import cases
-from chat.models import Annotation, Case, Conversation, Message, Run, Version
+from chat.models import Annotation, Case, Conversation, Message, Purpose, Run, Version
 from chat.routing import websocket_urlpatterns
 from chat.runs import lifecycle
 from chat.testing import evals as made_for
@@ -50,6 +52,19 @@ def scene(role: str) -> tuple[Conversation, User]:
         "staff": lambda: make.user("root", is_staff=True, is_superuser=True),
     }
     return made, users[role]()
+
+
+def make_replay(made: Conversation) -> Conversation:
+    """The conversation turned into an evaluation's replay."""
+    Conversation.objects.filter(pk=made.pk).update(purpose=Purpose.EVAL)
+    made.refresh_from_db()
+    return made
+
+
+def replay_scene(role: str) -> tuple[Conversation, User]:
+    """`scene(role)` with Ada's conversation an evaluation's replay."""
+    made, user = scene(role)
+    return make_replay(made), user
 
 
 @pytest.fixture
@@ -248,6 +263,33 @@ def test_pages(entry: str, role: str, expected: str) -> None:
 
 def test_every_page_entry_has_its_outcomes() -> None:
     assert PAGES.keys() == PAGE_OUTCOMES.keys()
+    assert REPLAY_PAGE_OUTCOMES.keys() <= PAGES.keys()
+
+
+# The same pages of a replay: its chat address leads to its run's page, it is read and
+# annotated as a chat is, and no one changes it, its owner included.
+NOBODY = ("404", "404", "404", "404")
+REPLAY_PAGE_OUTCOMES = {
+    "conversation page": ("302", "302", "404", "404"),
+    "settings page": NOBODY,
+    "settings saved": ("404, unchanged",) * 4,
+    "model picker": NOBODY,
+    "rename": ("404, Pills",) * 4,
+    "share": ("404, private", "404, shared", "404, private", "404, private"),
+    "unshare": ("404, private", "404, shared", "404, private", "404, private"),
+    "delete": ("404, kept",) * 4,
+    "fork": ("404, 0 forks",) * 4,
+    "inspector and waterfall": ("200", "200", "404", "404"),
+    "annotate a tool call": ("200, 1 saved", "200, 1 saved", "404, 0 saved", "404, 0 saved"),
+    "save as case": ("200, 1 saved", "200, 1 saved", "404, 0 saved", "404, 0 saved"),
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("entry", "role", "expected"), table(REPLAY_PAGE_OUTCOMES))
+def test_replay_pages(entry: str, role: str, expected: str) -> None:
+    made, user = replay_scene(role)
+    assert PAGES[entry](logged_in(user), made) == expected
 
 
 # The admin: for staff only, every conversation read-only; its link back to the chat only for
@@ -347,9 +389,19 @@ def fork_command(made: Conversation, user: User) -> str:
     return f"{forks} forks{': ' if failure else ''}{failure}"
 
 
+def cases_command(made: Conversation, user: User) -> str:
+    name = user.get_username()
+    failure = command(
+        "cases", "add", "--conversation", str(made.pk), "--at-message", "0", "--user", name
+    )
+    kept = Case.objects.filter(conversation=made).count()
+    return f"{kept} kept{': ' if failure else ''}{failure}"
+
+
 COMMANDS: dict[str, Callable[[Conversation, User], str]] = {
     "manage.py chat": chat_command,
     "manage.py fork": fork_command,
+    "manage.py cases add": cases_command,
 }
 COMMAND_OUTCOMES = {
     "manage.py chat": (
@@ -363,6 +415,12 @@ COMMAND_OUTCOMES = {
         "0 forks: Conversation {pk} does not belong to 'bob'.",
         "0 forks: Conversation {pk} does not belong to 'mallory'.",
         "0 forks: Conversation {pk} does not belong to 'root'.",
+    ),
+    "manage.py cases add": (
+        "1 kept",
+        "1 kept",
+        f"0 kept: {access.NOT_SHARED}",
+        f"0 kept: {access.NOT_SHARED}",
     ),
 }
 
@@ -418,6 +476,25 @@ async def test_start_run(
     assert await start_directly(made, user) == expected
 
 
+REPLAY_START_OUTCOMES = {
+    "start_run": (
+        f"refused, nothing written: {access.REPLAY}",
+        f"refused, nothing written: {access.REPLAY}",
+        f"refused, nothing written: {access.NOT_YOURS}",
+        f"refused, nothing written: {access.NOT_YOURS}",
+    )
+}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("entry", "role", "expected"), table(REPLAY_START_OUTCOMES))
+async def test_start_run_in_a_replay(
+    entry: str, role: str, expected: str, cast: tuple[Conversation, User]
+) -> None:
+    made, user = cast
+    assert await start_directly(await database_sync_to_async(make_replay)(made), user) == expected
+
+
 # Socket actions: each frame on a socket of the conversation, opened as the role.
 
 FRAMES: dict[str, tuple[dict[str, Any], str]] = {
@@ -432,6 +509,12 @@ SOCKET_OUTCOMES = {
     action: ("done", "read-only, nothing written", "closed 4404", "closed 4404")
     for action in FRAMES
 }
+REPLAY_SOCKET_OUTCOMES = {
+    action: ("a replay, nothing written", "a replay, nothing written", "closed 4404", "closed 4404")
+    for action in FRAMES
+}
+REFUSALS = {escape(access.READ_ONLY): "read-only", escape(access.REPLAY): "a replay"}
+"""The lines a socket refuses a frame with (as HTML), and what each outcome calls them."""
 
 
 async def prepare(action: str, made: Conversation) -> runs.RunHandle | None:
@@ -457,12 +540,13 @@ async def act(user: User, made: Conversation, action: str) -> str:
     await socket.send_to(text_data=json.dumps(frame))
     while True:
         text = await socket.receive_from(timeout=5)
-        if access.READ_ONLY in text or last in text:
+        refusal = next((name for line, name in REFUSALS.items() if line in text), None)
+        if refusal or last in text:
             break
     await socket.disconnect()
     after = await database_sync_to_async(fingerprint)(made)
-    if access.READ_ONLY in text:
-        return f"read-only, {'nothing' if after == before else 'yet something'} written"
+    if refusal:
+        return f"{refusal}, {'nothing' if after == before else 'yet something'} written"
     return "done" if after != before else "nothing done"
 
 
@@ -484,3 +568,41 @@ async def test_socket_actions(
         if running is not None and not running.task.done():
             running.task.cancel()
             await asyncio.wait([running.task])
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize(("action", "role", "expected"), table(REPLAY_SOCKET_OUTCOMES))
+async def test_socket_actions_in_a_replay(
+    action: str,
+    role: str,
+    expected: str,
+    cast: tuple[Conversation, User],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(lifecycle, "build_client", lambda *_, **__: ScriptedChatClient(["Done."]))
+    made, user = cast
+    running = await prepare(action, made)  # as a chat: in a replay no one starts a run
+    made = await database_sync_to_async(make_replay)(made)
+    try:
+        assert await act(user, made, action) == expected
+    finally:
+        if running is not None and not running.task.done():
+            running.task.cancel()
+            await asyncio.wait([running.task])
+
+
+# The rule's two forms: the filter lists and lookups use, and the check of one conversation in
+# hand (with its refusal line) answer alike, for every action, role and purpose.
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("purpose", Purpose.values)
+@pytest.mark.parametrize("role", ROLES)
+def test_the_filter_and_the_check_agree(role: str, purpose: str) -> None:
+    made, user = scene(role)
+    Conversation.objects.filter(pk=made.pk).update(purpose=purpose)
+    made.refresh_from_db()
+    for action in access.Action:
+        listed = access.conversations(user, action).filter(pk=made.pk).exists()
+        assert access.may(user, action, made) is listed, action
+        assert (access.denied(user, action, made) == "") is listed, action

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.core.management import CommandError, call_command
 
+from chat import access
 from chat.evals import cases, records
 from chat.models import Case, CaseSet
 from chat.testing import evals as made_for
@@ -123,6 +124,21 @@ def test_add_refuses_with_one_line_and_keeps_nothing(
 ) -> None:
     assert problem in refused("add", "--conversation", str(searched.pk), *arguments)
     assert not Case.objects.exists()
+
+
+def test_add_for_a_named_user_asks_who_may_annotate(searched: Any) -> None:
+    """A named user keeps a case only from a conversation they may annotate: theirs, or one
+    shared with the team; elsewhere the rule's line, and no case, no set."""
+    make.user("mallory")
+    at = ("--conversation", str(searched.pk), "--at-message", "0", "--user")
+
+    assert refused("add", *at, "mallory") == access.NOT_SHARED
+    assert not CaseSet.objects.exists()
+
+    searched.shared = True
+    searched.save()
+    run("add", *at, "mallory")
+    assert Case.objects.get().created_by.username == "mallory"
 
 
 def test_add_refuses_an_unknown_conversation() -> None:

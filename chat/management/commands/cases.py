@@ -12,6 +12,7 @@ from typing import IO, Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import QuerySet
 
+from chat import access
 from chat.agent import decisions
 from chat.agent.probes.report import clip
 from chat.evals import cases, records
@@ -87,7 +88,10 @@ class Command(BaseCommand):
             "--expect-no-tool", action="store_true", help="The model should call no tool."
         )
         add.add_argument(
-            "--user", metavar="NAME", help="Who keeps it (default: 'cli', created if missing)."
+            "--user",
+            metavar="NAME",
+            help="Who keeps it: the conversation's owner, or anyone when it is shared "
+            "(default: 'cli', created if missing).",
         )
         listing = actions.add_parser("list", help="Show the cases.")
         listing.add_argument("--set", metavar="NAME", help="Only this set.")
@@ -127,6 +131,10 @@ class Command(BaseCommand):
         except Conversation.DoesNotExist:
             raise CommandError(f"No conversation {options['conversation']}.") from None
         user = user_named(options["user"] or "cli", create=not options["user"])
+        # A named user takes a case where the rule lets them annotate; 'cli' is the terminal.
+        refused = access.denied(user, access.Action.ANNOTATE, conversation)
+        if options["user"] and refused:
+            raise CommandError(refused)
         try:
             case = cases.save_case(
                 conversation,
