@@ -22,6 +22,7 @@ from chat.models import (
     Message,
     ModelCall,
     ProviderProfile,
+    Purpose,
     Run,
     ToolCall,
     Version,
@@ -333,6 +334,28 @@ def test_conversations_show_and_filter_by_their_provider_profile(staff: Client) 
     assert listed(provider="default") == {default.pk: "scripted"}
     listing = staff.get(url(Conversation, "changelist")).content.decode()
     assert "?provider=default" in listing and f"?provider={mistral.pk}" in listing
+
+
+def test_a_profiles_conversation_count_is_what_its_link_lists(staff: Client) -> None:
+    """Replays on a profile count with its chats, and its link lists them all (the
+    conversation list alone shows chats)."""
+    owner = make.user("ada")
+    mistral = ProviderProfile.objects.create(
+        name="mistral", base_url="https://api.mistral.ai/v1", model="mistral-small-latest"
+    )
+    chat = make.conversation(owner, "A chat")
+    replay = make.conversation(owner, "A replay")
+    Conversation.objects.filter(pk__in=[chat.pk, replay.pk]).update(profile=mistral)
+    Conversation.objects.filter(pk=replay.pk).update(purpose=Purpose.EVAL)
+
+    profiles = staff.get(url(ProviderProfile, "changelist")).content.decode()
+    found = re.search(r'class="field-conversation_count"><a href="([^"]+)">(\d+)</a>', profiles)
+    assert found is not None
+    link, count = found.groups()
+    listed = staff.get(link.replace("&amp;", "&")).context["cl"].result_list
+
+    assert count == "2"
+    assert {row.pk for row in listed} == {chat.pk, replay.pk}
 
 
 def test_the_model_call_page_redacts_keys_named_by_profiles(

@@ -16,7 +16,7 @@ from chat.runs.providers import KeyStatus, key_variable_problem
 from chat.runs.providers import key_status as variable_status
 
 from .base import LabAdmin
-from .filters import ProviderFilter
+from .filters import ProviderFilter, PurposeFilter
 
 
 @admin.register(ProviderProfile)
@@ -113,11 +113,18 @@ class ProviderProfileAdmin(LabAdmin):
 
     @admin.display(description="conversations", ordering="n_conversations")
     def conversation_count(self, obj: ProviderProfile) -> SafeString | int:
+        """Every conversation on the profile, evaluations' replays too (they use it as much),
+        linked to the list of them all: that list alone shows only chats."""
         count = getattr(obj, "n_conversations", None)
         if count is None:
             count = obj.conversations.count()
         if not count:
             return 0
         url = reverse("admin:chat_conversation_changelist")
-        query = urlencode({ProviderFilter.parameter_name: obj.pk})
+        query = urlencode(
+            {
+                ProviderFilter.parameter_name: str(obj.pk),
+                PurposeFilter.parameter_name: PurposeFilter.ALL,
+            }
+        )
         return format_html('<a href="{}?{}">{}</a>', url, query, count)
