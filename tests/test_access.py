@@ -406,15 +406,15 @@ COMMANDS: dict[str, Callable[[Conversation, User], str]] = {
 COMMAND_OUTCOMES = {
     "manage.py chat": (
         "sent",
-        "not sent: Conversation {pk} does not belong to 'bob'.",
-        "not sent: Conversation {pk} does not belong to 'mallory'.",
-        "not sent: Conversation {pk} does not belong to 'root'.",
+        f"not sent: Conversation {{pk}}, as 'bob': {access.READ_ONLY}",
+        f"not sent: Conversation {{pk}}, as 'mallory': {access.NOT_YOURS}",
+        f"not sent: Conversation {{pk}}, as 'root': {access.NOT_YOURS}",
     ),
     "manage.py fork": (
         "1 forks",
-        "0 forks: Conversation {pk} does not belong to 'bob'.",
-        "0 forks: Conversation {pk} does not belong to 'mallory'.",
-        "0 forks: Conversation {pk} does not belong to 'root'.",
+        f"0 forks: Conversation {{pk}}, as 'bob': {access.READ_ONLY}",
+        f"0 forks: Conversation {{pk}}, as 'mallory': {access.NOT_YOURS}",
+        f"0 forks: Conversation {{pk}}, as 'root': {access.NOT_YOURS}",
     ),
     "manage.py cases add": (
         "1 kept",
@@ -430,6 +430,15 @@ COMMAND_OUTCOMES = {
 def test_commands(entry: str, role: str, expected: str) -> None:
     made, user = scene(role)
     assert COMMANDS[entry](made, user) == expected.format(pk=made.pk)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("entry", ["manage.py chat", "manage.py fork"])
+def test_commands_in_a_replay_say_it_is_read_only(entry: str) -> None:
+    made, owner = replay_scene("owner")
+    expected = {"manage.py chat": "not sent", "manage.py fork": "0 forks"}[entry]
+    refused = f"Conversation {made.pk}, as 'ada': This is an evaluation's replay: it is read-only."
+    assert COMMANDS[entry](made, owner) == f"{expected}: {refused}"
 
 
 # start_run, called directly: it asks the rule itself, whoever its caller.

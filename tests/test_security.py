@@ -383,7 +383,7 @@ def test_manage_chat_refuses_another_users_conversation() -> None:
     make_user("ada")
     theirs = make.new_conversation(make_user("mallory"))
     before = rows()
-    with pytest.raises(CommandError, match="does not belong to 'ada'"):
+    with pytest.raises(CommandError, match="as 'ada': This conversation is not yours"):
         call_command(
             "chat", "hi", "--conversation", str(theirs.pk), "--user", "ada",
             stdout=StringIO(), stderr=StringIO(),

@@ -125,7 +125,7 @@ def test_conversation_of_another_user_is_refused() -> None:
     get_user_model().objects.create(username="grace")
     out, _ = chat("hello", "--json")
     conversation = json.loads(out)["conversation"]
-    with pytest.raises(CommandError, match="does not belong to 'grace'"):
+    with pytest.raises(CommandError, match="as 'grace': This conversation is not yours"):
         chat("hi", "--conversation", str(conversation), "--user", "grace")
 
 

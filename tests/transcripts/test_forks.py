@@ -465,7 +465,7 @@ def test_command_no_continue(parent: Conversation) -> None:
         (["{pk}", "--at-message", "0", "--tool-result", "x"], "no tool call at or before"),
         (["{pk}", "--at-message", "8", "--tool-result", "x"], "call_2, call_3"),
         (["{pk}", "--at-message", "1", "--user", "nobody"], "No user named 'nobody'"),
-        (["{pk}", "--at-message", "1", "--user", "eve"], "does not belong to 'eve'"),
+        (["{pk}", "--at-message", "1", "--user", "eve"], "as 'eve': This conversation is not"),
     ],
 )
 def test_command_errors(parent: Conversation, args: list[str], message: str) -> None:

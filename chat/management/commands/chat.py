@@ -121,9 +121,12 @@ class Command(BaseCommand):
             except Conversation.DoesNotExist:
                 raise CommandError(f"No conversation {options['conversation']}.") from None
             writer = user_named(options["user"]) if options["user"] else None
-            if writer is not None and not access.may(writer, access.Action.WRITE, conversation):
+            refused = writer is not None and access.denied(
+                writer, access.Action.WRITE, conversation
+            )
+            if refused:
                 raise CommandError(
-                    f"Conversation {conversation.pk} does not belong to {options['user']!r}."
+                    f"Conversation {conversation.pk}, as {options['user']!r}: {refused}"
                 )
             return conversation, conversation.agent_parameters()
         owner = user_named(options["user"] or "cli", create=not options["user"])

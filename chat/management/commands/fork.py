@@ -103,8 +103,8 @@ class Command(BaseCommand):
         if not username:
             return parent.owner
         user = user_named(username)
-        if not access.may(user, access.Action.WRITE, parent):
-            raise CommandError(f"Conversation {parent.pk} does not belong to {username!r}.")
+        if refused := access.denied(user, access.Action.WRITE, parent):
+            raise CommandError(f"Conversation {parent.pk}, as {username!r}: {refused}")
         return user
 
 
