@@ -190,8 +190,9 @@ def test_the_list_counts_and_links_the_conversations_of_each_profile(staff: Clie
 
     counts = {row.name: row.n_conversations for row in response.context["cl"].result_list}
     assert counts == {"unused": 0, "used": 2}
-    link = f"{reverse('admin:chat_conversation_changelist')}?provider={used.pk}"
-    assert f'href="{link}">2<' in response.content.decode()
+    # Every conversation on the profile, evaluation replays too: the link asks for all purposes.
+    link = f"{reverse('admin:chat_conversation_changelist')}?provider={used.pk}&purpose__exact=all"
+    assert f'href="{link.replace("&", "&amp;")}">2<' in response.content.decode()
     listed = staff.get(link)
     assert {c.title for c in listed.context["cl"].result_list} == {"one", "two"}
     assert unused.pk
