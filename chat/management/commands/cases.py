@@ -47,6 +47,9 @@ class Command(BaseCommand):
         "conversation with the tool decision expected next, `list` shows them, `export` writes "
         "a set as JSON Lines and `import` reads them back. `manage.py eval` replays them."
     )
+    # It reads and writes rows only: the system checks (every URLconf and view loaded) are
+    # `manage.py check`'s and the server's, not a cost of each call.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
