@@ -196,7 +196,6 @@ async def test_stop_cancels_an_evaluation_and_keeps_what_was_done() -> None:
     assert not await Run.objects.filter(status="in_progress").aexists()
 
 
-
 async def test_stop_while_an_attempt_is_being_written_leaves_no_run_in_progress(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
