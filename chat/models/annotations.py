@@ -10,10 +10,9 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
-from .runs import Run, ToolCall
+from chat.agent.decisions import NO_TOOL
 
-NO_TOOL = {"no_tool": True}
-"""The expected call when the model should have called no tool at all."""
+from .runs import Run, ToolCall
 
 
 class Verdict(models.TextChoices):
