@@ -8,6 +8,10 @@ conversation, written in and configured by no one (the evaluation writes it with
 Staff and superusers have no more say in the chat than anyone: the admin, behind Django's own
 permissions, is where staff read every conversation (and, with the delete permission, delete
 one); it changes none. Beyond that, staff may only stop an evaluation someone else started.
+
+Agents: every logged-in user may chat with the team's agents; a private agent is its owner's
+alone. Its owner makes versions and publishes, and so, for the team's agents, does whoever
+holds the permission to change agents.
 """
 
 from __future__ import annotations
@@ -18,7 +22,14 @@ from typing import Any
 from django.db.models import Q
 from django.http import Http404
 
-from chat.models import Conversation, ConversationQuerySet, Purpose
+from chat.models import (
+    Agent,
+    AgentQuerySet,
+    Conversation,
+    ConversationQuerySet,
+    Purpose,
+    Visibility,
+)
 
 
 class Action(StrEnum):
@@ -116,3 +127,72 @@ def may_stop(user: Any, started_by_id: int | None) -> bool:
     if pk is None:
         return False
     return bool(user.is_staff) or (started_by_id is not None and started_by_id == pk)
+
+
+# Agents. Everyone logged in may chat with the team's agents; a private agent is its owner's
+# alone. Making versions and publishing: the owner, and for the team's agents whoever holds
+# CHANGE_AGENT (superusers hold every permission; even they do not change a private agent).
+
+
+class AgentAction(StrEnum):
+    USE = "use"
+    """See it listed; start a conversation from any of its versions (drafts too, to try them)."""
+    CHANGE = "change"
+    """Make a version, publish one; edit its name, description, visibility and suite."""
+
+
+CHANGE_AGENT = "chat.change_agent"
+"""Who holds it may change every team agent, as its owner does."""
+
+LOG_IN = "Log in to use agents."
+PRIVATE_AGENT = "This agent is private: only its owner can use it."
+NOT_YOUR_AGENT = (
+    "Only this agent's owner, and people allowed to change the team's agents, can make versions "
+    "of it and publish one."
+)
+
+
+def agent_condition(user: Any, action: AgentAction) -> Q:
+    """The agent rule as a filter (for lists and lookups)."""
+    pk = _user_pk(user)
+    if pk is None:
+        return Q(pk__in=[])
+    mine = Q(owner_id=pk)
+    if action == AgentAction.USE or user.has_perm(CHANGE_AGENT):
+        return mine | Q(visibility=Visibility.TEAM)
+    return mine
+
+
+def may_agent(user: Any, action: AgentAction, agent: Agent) -> bool:
+    """The agent rule for one agent already in hand (no query but the user's permissions)."""
+    pk = _user_pk(user)
+    if pk is None:
+        return False
+    if agent.owner_id == pk:
+        return True
+    if agent.visibility != Visibility.TEAM:
+        return False
+    return action == AgentAction.USE or bool(user.has_perm(CHANGE_AGENT))
+
+
+def agent_denied(user: Any, action: AgentAction, agent: Agent) -> str:
+    """Why `user` may not do `action` with this agent, in one line for them; "" when they may."""
+    if may_agent(user, action, agent):
+        return ""
+    if _user_pk(user) is None:
+        return LOG_IN
+    return NOT_YOUR_AGENT if may_agent(user, AgentAction.USE, agent) else PRIVATE_AGENT
+
+
+def agents(user: Any, action: AgentAction, queryset: AgentQuerySet | None = None) -> AgentQuerySet:
+    """The agents (of `queryset`) with which `user` may do `action`."""
+    found = Agent.objects.all() if queryset is None else queryset
+    return found.filter(agent_condition(user, action))
+
+
+def agent(user: Any, action: AgentAction, pk: int, queryset: AgentQuerySet | None = None) -> Agent:
+    """The agent `pk` if `user` may do `action` with it; else 404, whether it exists or not."""
+    found = agents(user, action, queryset).filter(pk=pk).first()
+    if found is None:
+        raise Http404("No such agent.")
+    return found

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
@@ -14,6 +14,9 @@ from chat.agent.titles import TITLE_CHARS
 
 from .providers import ProviderProfile
 from .runs import ModelCall, Run, ToolCall
+
+if TYPE_CHECKING:
+    from .agents import AgentVersion
 
 
 def group_name(conversation_id: int) -> str:
@@ -143,6 +146,14 @@ class Conversation(models.Model):
     purpose = models.CharField(
         max_length=10, choices=Purpose.choices, default=Purpose.CHAT, db_index=True
     )
+    agent_version = models.ForeignKey(
+        "AgentVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="conversations",
+        help_text="The agent version it started from. Empty: the built-in Default.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
 
@@ -166,6 +177,13 @@ class Conversation(models.Model):
 
     def set_agent_parameters(self, parameters: AgentParameters) -> None:
         self.parameters = parameters.to_json()
+
+    def changed_from(self) -> AgentVersion | None:
+        """The agent version it started from, when its settings (endpoint, parameters) are no
+        longer that version's; None when they are, or when it started from the built-in
+        Default. Derived each time: nothing stored can say so wrongly."""
+        version = self.agent_version
+        return None if version is None or version.matches(self) else version
 
     def is_read_only_for(self, user: Any) -> bool:
         """Whether `user` may not write here (`chat.access`): to a reader, read-only."""
