@@ -177,7 +177,7 @@ def _model_text(configuration: Configuration) -> str:
     """The model the settings name, else the one their endpoint uses here, said as such."""
     if configuration.parameters.model:
         return configuration.parameters.model
-    return f"{endpoint(configuration.profile).label} (the endpoint's)"
+    return f"{endpoint(configuration.profile).label}, the endpoint's"
 
 
 def _value_text(parameters: AgentParameters, name: str) -> str:
