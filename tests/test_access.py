@@ -3,6 +3,9 @@ admin, commands and the start of a run, each for a conversation's owner, a team 
 conversation is shared), a stranger and a staff member (it is not shared with either). The
 same walk over an evaluation's replay: read and annotated as a chat is, written in by no one.
 
+The agents' rule walks the same way: a private and a team agent, for its owner, a teammate,
+someone not logged in and a staff member allowed to change agents.
+
 Each cell is one test: the entry point, the role, what happens. What happens includes what was
 written (or not), so a refusal that still writes shows as such."""
 
@@ -18,16 +21,27 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
-from django.contrib.auth.models import Permission, User
+from django.contrib.auth.models import AnonymousUser, Permission, User
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
-from chat import access, runs
+from chat import access, agents, runs
 from chat.agent.scripted import ScriptedChatClient
 from chat.evals import cases
-from chat.models import Annotation, Case, Conversation, Message, Purpose, Run, Version
+from chat.models import (
+    Agent,
+    AgentVersion,
+    Annotation,
+    Case,
+    Conversation,
+    Message,
+    Purpose,
+    Run,
+    Version,
+    Visibility,
+)
 from chat.routing import websocket_urlpatterns
 from chat.runs import lifecycle
 from chat.testing import evals as made_for
@@ -615,3 +629,178 @@ def test_the_filter_and_the_check_agree(role: str, purpose: str) -> None:
         listed = access.conversations(user, action).filter(pk=made.pk).exists()
         assert access.may(user, action, made) is listed, action
         assert (access.denied(user, action, made) == "") is listed, action
+
+
+# Agents: a private agent is its owner's alone; the team's agents are used by everyone logged
+# in, and changed (versions, publishing) by their owner and whoever may change agents.
+
+AGENT_ROLES = ("owner", "teammate", "anonymous", "staff with change")
+
+
+def agent_scene(visibility: str, role: str) -> tuple[Agent, AgentVersion, Any]:
+    """Ada's agent Support (version 1 published, version 2 a draft), and the user playing
+    `role`."""
+    ada = make.user("ada")
+    made = make.conversation(ada, "settings", system_prompts=["Answer for support."])
+    agent = agents.create_agent(name="Support", conversation=made, user=ada, visibility=visibility)
+    made.set_agent_parameters(made.agent_parameters().changed(temperature=0.7))
+    made.save()
+    draft = agents.new_version(agent=agent, conversation=made, user=ada)
+    if role == "owner":
+        return agent, draft, ada
+    if role == "anonymous":
+        return agent, draft, AnonymousUser()
+    user = make.user("bob" if role == "teammate" else "sam", is_staff=role != "teammate")
+    if role == "staff with change":
+        user.user_permissions.add(Permission.objects.get(codename="change_agent"))
+        user = User.objects.get(pk=user.pk)  # permissions are cached per instance
+    return agent, draft, user
+
+
+SHORT = {
+    access.PRIVATE_AGENT: "private",
+    access.NOT_YOUR_AGENT: "not theirs",
+    access.LOG_IN: "log in",
+    "No agent named 'Support' that you may use.": "not found",
+}
+
+
+def attempt(call: Callable[[], str]) -> str:
+    try:
+        return call()
+    except agents.AgentRefused as exc:
+        return SHORT.get(str(exc), str(exc))
+
+
+def listed(action: access.AgentAction) -> Callable[[Agent, AgentVersion, Any], str]:
+    def entry(agent: Agent, draft: AgentVersion, user: Any) -> str:
+        found = access.agents(user, action).filter(pk=agent.pk).exists()
+        return "listed" if found else "not listed"
+
+    return entry
+
+
+def start(published: bool) -> Callable[[Agent, AgentVersion, Any], str]:
+    def entry(agent: Agent, draft: AgentVersion, user: Any) -> str:
+        version = agent.published if published else draft
+
+        def go() -> str:
+            made = agents.start_conversation(user=user, version=version)
+            assert (made.owner, made.agent_version) == (user, version)
+            return "started"
+
+        return attempt(go)
+
+    return entry
+
+
+def new_version(agent: Agent, draft: AgentVersion, user: Any) -> str:
+    owner = user if user.is_authenticated else agent.owner
+    made = make.conversation(owner, "theirs", temperature=1.5)
+
+    def go() -> str:
+        return f"made v{agents.new_version(agent=agent, conversation=made, user=user).number}"
+
+    result = attempt(go)
+    assert agent.versions.count() == (3 if result == "made v3" else 2)
+    return result
+
+
+def publish(agent: Agent, draft: AgentVersion, user: Any) -> str:
+    result = attempt(
+        lambda: f"published v{agents.publish(version=draft, user=user).published.number}"
+    )
+    agent.refresh_from_db()
+    assert agent.published.number == (2 if result == "published v2" else 1)
+    return result
+
+
+def choose(agent: Agent, draft: AgentVersion, user: Any) -> str:
+    return attempt(lambda: agents.choose_default(user=user, agent=agent) or "chosen")
+
+
+def find(agent: Agent, draft: AgentVersion, user: Any) -> str:
+    return attempt(lambda: f"found v{agents.find_version(user, 'Support').number}")
+
+
+AGENT_ENTRIES: dict[str, Callable[[Agent, AgentVersion, Any], str]] = {
+    "listed to use": listed(access.AgentAction.USE),
+    "listed to change": listed(access.AgentAction.CHANGE),
+    "start from the published version": start(published=True),
+    "start from a draft": start(published=False),
+    "new version": new_version,
+    "publish": publish,
+    "choose as default": choose,
+    "find by name": find,
+}
+#                              owner          teammate       anonymous      staff with change
+PRIVATE_AGENT_OUTCOMES = {
+    "listed to use": ("listed", "not listed", "not listed", "not listed"),
+    "listed to change": ("listed", "not listed", "not listed", "not listed"),
+    "start from the published version": ("started", "private", "log in", "private"),
+    "start from a draft": ("started", "private", "log in", "private"),
+    "new version": ("made v3", "private", "log in", "private"),
+    "publish": ("published v2", "private", "log in", "private"),
+    "choose as default": ("chosen", "private", "log in", "private"),
+    "find by name": ("found v1", "not found", "not found", "not found"),
+}
+TEAM_AGENT_OUTCOMES = {
+    "listed to use": ("listed", "listed", "not listed", "listed"),
+    "listed to change": ("listed", "not listed", "not listed", "listed"),
+    "start from the published version": ("started", "started", "log in", "started"),
+    "start from a draft": ("started", "started", "log in", "started"),
+    "new version": ("made v3", "not theirs", "log in", "made v3"),
+    "publish": ("published v2", "not theirs", "log in", "published v2"),
+    "choose as default": ("chosen", "chosen", "log in", "chosen"),
+    "find by name": ("found v1", "found v1", "not found", "found v1"),
+}
+
+
+def agent_table(visibility: str, rows: dict[str, tuple[str, ...]]) -> list[Any]:
+    return [
+        pytest.param(visibility, entry, role, expected, id=f"{visibility}-{entry}-{role}")
+        for entry, outcomes in rows.items()
+        for role, expected in zip(AGENT_ROLES, outcomes, strict=True)
+    ]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("visibility", "entry", "role", "expected"),
+    agent_table(Visibility.PRIVATE, PRIVATE_AGENT_OUTCOMES)
+    + agent_table(Visibility.TEAM, TEAM_AGENT_OUTCOMES),
+)
+def test_agents(visibility: str, entry: str, role: str, expected: str) -> None:
+    agent, draft, user = agent_scene(visibility, role)
+    assert AGENT_ENTRIES[entry](agent, draft, user) == expected
+
+
+def test_every_agent_entry_has_its_outcomes() -> None:
+    assert AGENT_ENTRIES.keys() == PRIVATE_AGENT_OUTCOMES.keys() == TEAM_AGENT_OUTCOMES.keys()
+
+
+@pytest.mark.django_db
+def test_a_superuser_changes_the_teams_agents_but_not_a_private_one() -> None:
+    root = make.user("root", is_staff=True, is_superuser=True)
+    private, private_draft, _ = agent_scene(Visibility.PRIVATE, "owner")
+    with pytest.raises(agents.AgentRefused, match="This agent is private"):
+        agents.publish(version=private_draft, user=root)
+    Agent.objects.filter(pk=private.pk).update(visibility=Visibility.TEAM)
+    private.refresh_from_db()
+    assert agents.publish(version=private_draft, user=root).published == private_draft
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("visibility", Visibility.values)
+@pytest.mark.parametrize("role", [*AGENT_ROLES, "superuser"])
+def test_the_agent_filter_and_the_check_agree(visibility: str, role: str) -> None:
+    agent, _, user = agent_scene(visibility, "owner" if role == "superuser" else role)
+    if role == "superuser":
+        user = make.user("root", is_staff=True, is_superuser=True)
+    for action in access.AgentAction:
+        found = access.agents(user, action).filter(pk=agent.pk).exists()
+        assert access.may_agent(user, action, agent) is found, action
+        assert (access.agent_denied(user, action, agent) == "") is found, action
+        assert Agent.objects.usable_by(user).filter(pk=agent.pk).exists() is (
+            access.may_agent(user, access.AgentAction.USE, agent)
+        )

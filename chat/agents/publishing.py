@@ -21,10 +21,11 @@ def publish(*, version: AgentVersion, user: Any) -> Agent:
     agent however many publish at once: `Agent.published` is one column, set under the agent's
     row lock, so the last publication recorded is always the published one.
     """
-    if refused := access.agent_denied(user, AgentAction.CHANGE, version.agent):
-        raise AgentRefused(refused)
     with transaction.atomic():
+        # The rule is asked of the agent as it is now, not as the caller last read it.
         agent = Agent.objects.select_for_update().get(pk=version.agent_id)
+        if refused := access.agent_denied(user, AgentAction.CHANGE, agent):
+            raise AgentRefused(refused)
         mark_published(agent, version, user)
     return agent
 

@@ -91,13 +91,14 @@ def new_version(
     Refused: `user` may not change the agent or read the conversation; the settings are the
     agent's latest version's (nothing changed); the settings or the note do not pass the gate.
     """
-    if refused := access.agent_denied(user, AgentAction.CHANGE, agent):
-        raise AgentRefused(refused)
-    if refused := access.denied(user, Action.READ, conversation):
-        raise AgentRefused(refused)
-    configuration = _settings_of(conversation)
     with transaction.atomic():
+        # The rule is asked of the agent as it is now, not as the caller last read it.
         locked = Agent.objects.select_for_update().get(pk=agent.pk)
+        if refused := access.agent_denied(user, AgentAction.CHANGE, locked):
+            raise AgentRefused(refused)
+        if refused := access.denied(user, Action.READ, conversation):
+            raise AgentRefused(refused)
+        configuration = _settings_of(conversation)
         latest = locked.versions.order_by("-number").select_related("agent").first()
         if latest is not None and latest.matches(conversation):
             raise AgentRefused(

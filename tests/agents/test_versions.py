@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Permission, User
 from django.db import close_old_connections, connection
 
 from chat import agents
@@ -373,3 +373,23 @@ def test_a_version_is_found_by_name_slug_and_number() -> None:
         assert str(refused.value) == reason
     with pytest.raises(agents.AgentRefused, match="No agent named 'Support Desk'"):
         agents.find_version(make.user("bob"), "Support Desk")  # private to Ada
+
+
+@pytest.mark.django_db
+def test_the_rule_is_asked_of_the_agent_as_it_is_now_not_as_last_read() -> None:
+    ada, sam = make.user("ada"), make.user("sam")
+    sam.user_permissions.add(Permission.objects.get(codename="change_agent"))
+    sam = User.objects.get(pk=sam.pk)
+    made = chosen(ada)
+    agent = agents.create_agent(
+        name="Support", conversation=made, user=ada, visibility=Visibility.TEAM
+    )
+    draft = agents.new_version(agent=agent, conversation=with_settings(made, top_p=0.1), user=ada)
+    Agent.objects.filter(pk=agent.pk).update(visibility=Visibility.PRIVATE)  # as Sam reads on
+
+    with pytest.raises(agents.AgentRefused, match="This agent is private"):
+        agents.new_version(agent=agent, conversation=chosen(sam, top_p=0.2), user=sam)
+    with pytest.raises(agents.AgentRefused, match="This agent is private"):
+        agents.publish(version=draft, user=sam)
+    agent.refresh_from_db()
+    assert (agent.versions.count(), agent.published.number) == (2, 1)
