@@ -6,20 +6,32 @@ queries however long the conversation is. Provider profiles and MCP servers are 
 records: staff edit them here (keys stay in the environment; the admin tells only whether one
 is set). Annotations are the team's judgements of replies and tool calls: staff add and edit
 them here as in the chat, with the same rules. Cases are kept moments of conversations: staff
-correct their title, note and expectation here; evaluations of them are records.
+correct their title, note and expectation here; evaluations of them are records. Agents are
+the team's configurations: staff correct an agent's name, description, visibility and suite
+where the agents' rule lets them; its versions and who published which are records.
 
 - `base`: the shared look, read-only records and inlines, links, pills.
 - `filters`: list filters. `transcript`: the conversation page's view-model.
 - one module per admin family: `conversations`, `providers`, `mcp`, `runs`, `messages`,
-  `annotations`, `cases`, `evals`.
+  `annotations`, `cases`, `evals`, `agents`.
 """
 
 from django.contrib import admin
 
-from . import annotations, cases, conversations, evals, mcp, messages, providers, runs
+from . import agents, annotations, cases, conversations, evals, mcp, messages, providers, runs
 
 admin.site.site_header = "Agent Lab administration"
 admin.site.site_title = "Agent Lab admin"
 admin.site.index_title = "Records and settings"
 
-__all__ = ["annotations", "cases", "conversations", "evals", "mcp", "messages", "providers", "runs"]
+__all__ = [
+    "agents",
+    "annotations",
+    "cases",
+    "conversations",
+    "evals",
+    "mcp",
+    "messages",
+    "providers",
+    "runs",
+]
