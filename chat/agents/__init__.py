@@ -17,8 +17,15 @@ having stored nothing. The functions are synchronous: async callers wrap them in
 
 from chat.models import Agent, AgentChoice, AgentVersion, Configuration, Publication, Visibility
 
-from .defaults import DEFAULT, BuiltInAgent, Offer, choose_default, default_agent, default_version
-from .defaults import offered as offered_to
+from .defaults import (
+    DEFAULT,
+    BuiltInAgent,
+    Offer,
+    choose_default,
+    default_agent,
+    default_version,
+    offered_to,
+)
 from .differences import Difference, Line, TextChange, ValueChange, difference
 from .exceptions import AgentRefused
 from .publishing import publish

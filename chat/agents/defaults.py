@@ -76,7 +76,7 @@ def default_version(user: Any) -> AgentVersion | None:
     return AgentVersion.objects.select_related("agent").get(pk=agent.published_id)
 
 
-def offered(user: Any) -> list[Offer]:
+def offered_to(user: Any) -> list[Offer]:
     """What "New conversation" offers `user`: their default first, then the built-in Default,
     then every other agent they may use that has a published version, by name."""
     usable = access.agents(user, AgentAction.USE).exclude(published=None)

@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Max, Q
+from django.db.models import Max
 from django.utils.text import slugify
 
 from chat import access
@@ -168,7 +168,8 @@ def find_version(user: Any, reference: str) -> AgentVersion | None:
     if at and not number.isdigit():
         raise AgentRefused(f"{reference!r}: write NAME, or NAME@N for its version N.")
     usable = access.agents(user, AgentAction.USE).select_related("published__agent")
-    agent = usable.filter(Q(name=name) | Q(slug=name)).first()
+    # The name first: another agent's slug may be spelled like it.
+    agent = usable.filter(name=name).first() or usable.filter(slug=name).first()
     if agent is None:
         raise AgentRefused(f"No agent named {name!r} that you may use.")
     if not at:

@@ -119,14 +119,6 @@ class Configuration:
         """A conversation's settings now; ValueError when its stored parameters are invalid."""
         return cls(conversation.profile, conversation.agent_parameters())
 
-    def same_as(self, other: Configuration) -> bool:
-        same_profile = _pk(self.profile) == _pk(other.profile)
-        return same_profile and comparable(self.parameters) == comparable(other.parameters)
-
-
-def _pk(profile: ProviderProfile | None) -> int | None:
-    return None if profile is None else profile.pk
-
 
 class Visibility(models.TextChoices):
     PRIVATE = "private", "Private: only its owner"

@@ -393,3 +393,14 @@ def test_the_rule_is_asked_of_the_agent_as_it_is_now_not_as_last_read() -> None:
         agents.publish(version=draft, user=sam)
     agent.refresh_from_db()
     assert (agent.versions.count(), agent.published.number) == (2, 1)
+
+
+@pytest.mark.django_db
+def test_a_name_is_found_before_another_agents_slug_spelled_like_it() -> None:
+    ada = make.user("ada")
+    agents.create_agent(name="Support", conversation=chosen(ada), user=ada)
+    punctuated = agents.create_agent(name="support!", conversation=chosen(ada), user=ada)
+    named = agents.create_agent(name="support-2", conversation=chosen(ada), user=ada)
+    assert (punctuated.slug, named.slug) == ("support-2", "support-2-2")
+    assert agents.find_version(ada, "support-2") == named.published
+    assert agents.find_version(ada, "support-2-2") == named.published
