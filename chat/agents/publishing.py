@@ -12,6 +12,8 @@ from chat.models import Agent, AgentVersion, Publication
 
 from .exceptions import AgentRefused
 
+GONE = "This agent was deleted."
+
 
 def publish(*, version: AgentVersion, user: Any) -> Agent:
     """Make `version` the one its agent's new conversations use, and record who did; the
@@ -23,11 +25,20 @@ def publish(*, version: AgentVersion, user: Any) -> Agent:
     """
     with transaction.atomic():
         # The rule is asked of the agent as it is now, not as the caller last read it.
-        agent = Agent.objects.select_for_update().get(pk=version.agent_id)
+        agent = lock(version.agent_id)
         if refused := access.agent_denied(user, AgentAction.CHANGE, agent):
             raise AgentRefused(refused)
         mark_published(agent, version, user)
     return agent
+
+
+def lock(pk: int) -> Agent:
+    """The agent as it is now, its row locked until the transaction ends; AgentRefused when it
+    was deleted meanwhile."""
+    found = Agent.objects.select_for_update().filter(pk=pk).first()
+    if found is None:
+        raise AgentRefused(GONE)
+    return found
 
 
 def mark_published(agent: Agent, version: AgentVersion, user: Any) -> None:

@@ -29,7 +29,7 @@ from chat.models.agents import BUILT_IN_NAME, NAME_CHARS
 
 from . import defaults
 from .exceptions import AgentRefused
-from .publishing import mark_published
+from .publishing import lock, mark_published
 
 FIRST_NOTE = "First version."
 SLUG_SUFFIX_ROOM = 8
@@ -93,7 +93,7 @@ def new_version(
     """
     with transaction.atomic():
         # The rule is asked of the agent as it is now, not as the caller last read it.
-        locked = Agent.objects.select_for_update().get(pk=agent.pk)
+        locked = lock(agent.pk)
         if refused := access.agent_denied(user, AgentAction.CHANGE, locked):
             raise AgentRefused(refused)
         if refused := access.denied(user, Action.READ, conversation):

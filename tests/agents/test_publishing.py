@@ -69,3 +69,16 @@ def test_publishes_at_once_leave_one_published_and_the_record_agrees() -> None:
     # Serialized by the agent's row lock: the last publication recorded is the published one.
     assert Publication.objects.filter(agent=agent).first().version == agent.published
     assert Publication.objects.filter(agent=agent).count() == 5
+
+
+@pytest.mark.django_db
+def test_an_agent_deleted_meanwhile_is_refused_in_one_line() -> None:
+    ada = make.user("ada")
+    agent, (draft,) = with_drafts(ada, 1)
+    Agent.objects.filter(pk=agent.pk).delete()
+
+    with pytest.raises(agents.AgentRefused, match=r"^This agent was deleted\.$"):
+        agents.publish(version=draft, user=ada)
+    with pytest.raises(agents.AgentRefused, match=r"^This agent was deleted\.$"):
+        agents.new_version(agent=agent, conversation=chosen(ada, top_p=0.3), user=ada)
+    assert not AgentVersion.objects.exists() and not Publication.objects.exists()
