@@ -29,7 +29,7 @@ from chat.models.agents import BUILT_IN_NAME, NAME_CHARS
 
 from . import defaults
 from .exceptions import AgentRefused
-from .publishing import lock, mark_published
+from .publishing import GONE, lock, mark_published
 
 FIRST_NOTE = "First version."
 SLUG_SUFFIX_ROOM = 8
@@ -137,10 +137,14 @@ def start_conversation(*, user: Any, version: AgentVersion | None) -> Conversati
     """
     if not getattr(user, "is_authenticated", False):
         raise AgentRefused(access.LOG_IN)
-    if version is not None and (
-        refused := access.agent_denied(user, AgentAction.USE, version.agent)
-    ):
-        raise AgentRefused(refused)
+    if version is not None:
+        # Read again: the rule is asked of the agent as it is now, and the version still exists.
+        found = AgentVersion.objects.select_related("agent", "profile").filter(pk=version.pk)
+        version = found.first()
+        if version is None:
+            raise AgentRefused(GONE)
+        if refused := access.agent_denied(user, AgentAction.USE, version.agent):
+            raise AgentRefused(refused)
     chosen = configuration(version)
     profile = chosen.profile
     usable = ProviderProfile.objects.usable_by(user)

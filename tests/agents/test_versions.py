@@ -404,3 +404,21 @@ def test_a_name_is_found_before_another_agents_slug_spelled_like_it() -> None:
     assert (punctuated.slug, named.slug) == ("support-2", "support-2-2")
     assert agents.find_version(ada, "support-2") == named.published
     assert agents.find_version(ada, "support-2-2") == named.published
+
+
+@pytest.mark.django_db
+def test_a_conversation_starts_from_the_version_as_it_is_now() -> None:
+    ada, bob = make.user("ada"), make.user("bob")
+    agent = agents.create_agent(
+        name="Support", conversation=chosen(ada), user=ada, visibility=Visibility.TEAM
+    )
+    version = agent.published
+    Agent.objects.filter(pk=agent.pk).update(visibility=Visibility.PRIVATE)
+    with pytest.raises(agents.AgentRefused, match="This agent is private"):
+        agents.start_conversation(user=bob, version=version)
+
+    Agent.objects.filter(pk=agent.pk).delete()
+    with pytest.raises(agents.AgentRefused, match=r"^This agent was deleted\.$"):
+        agents.start_conversation(user=ada, version=version)
+    assert not Conversation.objects.filter(agent_version__isnull=False).exists()
+    assert Conversation.objects.filter(owner=bob).count() == 0
