@@ -1,5 +1,7 @@
 """What a conversation with an agent leaves behind: the transcript and every call it made."""
 
+from chat.agent.decisions import NO_TOOL
+
 from .agents import (
     Agent,
     AgentChoice,
@@ -11,7 +13,6 @@ from .agents import (
     Visibility,
 )
 from .annotations import (
-    NO_TOOL,
     Annotation,
     AnnotationQuerySet,
     Verdict,
