@@ -17,7 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from chat import access, agent, inspector, picker, runs
+from chat import access, agent, agents, inspector, picker, runs
 from chat.access import Action
 from chat.forms import AgentSettings, ToolForkForm
 from chat.models import Conversation, Message, ToolCall
@@ -50,21 +50,30 @@ async def conversation_create(request: AuthenticatedRequest) -> HttpResponse:
     Async so the run is a task of the server's event loop: it outlives this request.
     """
     content: str | None = await sync_to_async(lambda: request.POST.get("message"))()
+    chosen: str = await sync_to_async(lambda: request.POST.get("agent", ""))()
     user = cast(User, await request.auser())  # login_required let only a user through
     if content is not None:
         try:
             runs.check_message(content)
         except runs.RunRefused as exc:
             return await sync_to_async(_first_screen)(request, content, str(exc))
-    conversation = Conversation(owner=user)
-    conversation.set_agent_parameters(runs.default_parameters())
-    await conversation.asave()
+    try:
+        conversation = await sync_to_async(_started)(user, chosen)
+    except agents.AgentRefused as exc:
+        return await sync_to_async(_first_screen)(request, content or "", str(exc))
     if content is not None:
         try:
             await runs.start_run(conversation=conversation, user=user, content=content)
         except runs.RunRefused as exc:
             await sync_to_async(messages.error)(request, f"The message was not sent: {exc}")
     return redirect("chat:conversation_detail", conversation.pk)
+
+
+def _started(user: User, chosen: str) -> Conversation:
+    """A new conversation from the agent named `chosen` (its published version), or, with none
+    named, from the user's default agent."""
+    version = agents.find_version(user, chosen) if chosen else agents.default_version(user)
+    return agents.start_conversation(user=user, version=version)
 
 
 def _first_screen(
