@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import include, path
 
 from chat import inspector, picker, search, views
+from chat.agents import views as agent_views
 from chat.evals.annotations import reply_annotation, tool_call_annotation
 from chat.evals.saving import reply_case, tool_call_case
 
@@ -10,6 +11,8 @@ app_name = "chat"
 urlpatterns = [
     path("", views.conversation_list, name="conversation_list"),
     path("c/new/", views.conversation_create, name="conversation_create"),
+    path("agents/choose/", agent_views.agent_choices, name="agent_choices"),
+    path("agents/default/", agent_views.agent_default, name="agent_default"),
     path("search/", search.conversation_search, name="conversation_search"),
     path("evals/", include("chat.evals.urls")),
     path("c/<int:pk>/", views.conversation_detail, name="conversation_detail"),

@@ -69,3 +69,45 @@ def test_a_private_agent_of_someone_else_is_refused_and_nothing_stored(
     assert response.status_code == 422
     assert "No agent named &#x27;Secret&#x27; that you may use." in response.content.decode()
     assert Conversation.objects.count() == before
+
+
+def offered_names(client: Client) -> list[str]:
+    response = client.get(reverse("chat:agent_choices"))
+    assert response.status_code == 200
+    return [choice.name for choice in response.context["choices"]]
+
+
+def test_the_choices_are_default_and_the_agents_the_user_may_use(
+    client_in: Client, user: Any
+) -> None:
+    bob = make.user("bob")
+    support_of(bob)
+    support_of(bob, name="Bob's own", visibility=Visibility.PRIVATE)
+    support_of(user, name="Mine", visibility=Visibility.PRIVATE)
+    assert offered_names(client_in) == ["Default", "Mine", "Support"]
+    page = client_in.get(reverse("chat:agent_choices")).content.decode()
+    assert "Bob&#x27;s own" not in page
+    assert "Get current time" in page and "v1" in page
+    assert 'aria-label="Make my default: Support"' in page
+
+
+def test_choosing_a_default_puts_it_first_and_new_conversations_start_from_it(
+    client_in: Client, user: Any
+) -> None:
+    support = support_of(make.user("bob"))
+    response = client_in.post(reverse("chat:agent_default"), {"agent": "Support"})
+    assert response["Location"] == reverse("chat:agent_choices")
+    assert offered_names(client_in) == ["Support", "Default"]
+    assert started(client_in).agent_version == support.published
+
+    client_in.post(reverse("chat:agent_default"), {"agent": "Default"})
+    assert offered_names(client_in) == ["Default", "Support"]
+
+
+def test_a_default_the_user_may_not_use_is_refused_in_one_line(
+    client_in: Client, user: Any
+) -> None:
+    support_of(make.user("bob"), name="Secret", visibility=Visibility.PRIVATE)
+    response = client_in.post(reverse("chat:agent_default"), {"agent": "Secret"}, follow=True)
+    assert "No agent named &#x27;Secret&#x27; that you may use." in response.content.decode()
+    assert agents.default_agent(user) is None
