@@ -19,6 +19,7 @@ from django_htmx.middleware import HtmxDetails
 
 from chat import access, agent, agents, inspector, picker, runs
 from chat.access import Action
+from chat.agents import views as agent_views
 from chat.forms import AgentSettings, ToolForkForm
 from chat.models import Conversation, Message, ToolCall
 from chat.templatetags.chat_tags import pretty
@@ -58,7 +59,7 @@ async def conversation_create(request: AuthenticatedRequest) -> HttpResponse:
         except runs.RunRefused as exc:
             return await sync_to_async(_first_screen)(request, content, str(exc))
     try:
-        conversation = await sync_to_async(_started)(user, chosen)
+        conversation = await sync_to_async(agent_views.started)(user, chosen)
     except agents.AgentRefused as exc:
         return await sync_to_async(_first_screen)(request, content or "", str(exc))
     if content is not None:
@@ -67,13 +68,6 @@ async def conversation_create(request: AuthenticatedRequest) -> HttpResponse:
         except runs.RunRefused as exc:
             await sync_to_async(messages.error)(request, f"The message was not sent: {exc}")
     return redirect("chat:conversation_detail", conversation.pk)
-
-
-def _started(user: User, chosen: str) -> Conversation:
-    """A new conversation from the agent named `chosen` (its published version), or, with none
-    named, from the user's default agent."""
-    version = agents.find_version(user, chosen) if chosen else agents.default_version(user)
-    return agents.start_conversation(user=user, version=version)
 
 
 def _first_screen(
@@ -96,7 +90,10 @@ def _first_screen(
 @login_required
 def conversation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     conversation = access.conversation(
-        request.user, Action.READ, pk, Conversation.objects.select_related("owner")
+        request.user,
+        Action.READ,
+        pk,
+        Conversation.objects.select_related("owner", "agent_version__agent"),
     )
     replay = inspector.replay_page(conversation)
     if replay is not None:
@@ -113,6 +110,7 @@ def conversation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
             "read_only": not access.may(request.user, Action.WRITE, conversation),
             "model_choice": picker.ModelChoice.of(conversation),
             "max_message_chars": settings.AGENTLAB_MAX_MESSAGE_CHARS,
+            **agent_views.shown_agent(conversation),
         },
     )
 

@@ -111,3 +111,27 @@ def test_a_default_the_user_may_not_use_is_refused_in_one_line(
     response = client_in.post(reverse("chat:agent_default"), {"agent": "Secret"}, follow=True)
     assert "No agent named &#x27;Secret&#x27; that you may use." in response.content.decode()
     assert agents.default_agent(user) is None
+
+
+def test_the_header_names_the_version_and_the_empty_state_what_it_can_do(
+    client_in: Client, user: Any
+) -> None:
+    support = support_of(make.user("bob"))
+    Agent.objects.filter(pk=support.pk).update(description="Answers billing questions.")
+    made = started(client_in, agent="Support")
+    page = client_in.get(reverse("chat:conversation_detail", args=[made.pk])).content.decode()
+    assert '<span class="agent-label" id="agent-label">Support v1</span>' in page
+    assert "<strong>Support</strong>: Answers billing questions." in page
+    assert "Get current time" in page
+
+    parameters = made.agent_parameters().model_copy(update={"temperature": 0.1})
+    made.set_agent_parameters(parameters)
+    made.save()
+    page = client_in.get(reverse("chat:conversation_detail", args=[made.pk])).content.decode()
+    assert '<span class="agent-label" id="agent-label">changed from Support v1</span>' in page
+
+
+def test_a_conversation_from_default_shows_no_agent_label(client_in: Client, user: Any) -> None:
+    made = started(client_in)
+    page = client_in.get(reverse("chat:conversation_detail", args=[made.pk])).content.decode()
+    assert "agent-label" not in page and "Ask anything." in page

@@ -1,4 +1,5 @@
-"""Pages of agents: the choice of agent for a new conversation, and each user's default."""
+"""Pages of agents: the choice of agent for a new conversation, each user's default, and what
+the conversation page shows of the agent it started from."""
 
 from __future__ import annotations
 
@@ -12,11 +13,18 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from chat.agent import humanize
-from chat.models import Agent, AgentVersion
+from chat.models import Agent, AgentVersion, Conversation
 
-from .defaults import DEFAULT, Offer, choose_default, default_agent, offered_to
+from .defaults import (
+    DEFAULT,
+    Offer,
+    choose_default,
+    default_agent,
+    default_version,
+    offered_to,
+)
 from .exceptions import AgentRefused
-from .versions import find_version
+from .versions import find_version, start_conversation
 
 
 @dataclass(frozen=True)
@@ -57,16 +65,38 @@ def agent_default(request: HttpRequest) -> HttpResponseRedirect:
     return redirect("chat:agent_choices")
 
 
+def started(user: Any, chosen: str) -> Conversation:
+    """A new conversation from the agent named `chosen` (its published version), or, with none
+    named, from the user's default agent."""
+    version = find_version(user, chosen) if chosen else default_version(user)
+    return start_conversation(user=user, version=version)
+
+
+def shown_agent(conversation: Conversation) -> dict[str, Any]:
+    """What the conversation page shows of its agent: the version it started from, whether its
+    settings changed since, and the version's tools (for the empty state). Reads no row when
+    the caller selected `agent_version__agent`."""
+    version = conversation.agent_version
+    tools = () if version is None else tool_names(version.agent_parameters().enabled_tools)
+    return {
+        "agent_version": version,
+        "changed_from": conversation.changed_from(),
+        "agent_tools": tools,
+    }
+
+
 def _choice(offer: Offer, published: dict[Any, AgentVersion], chosen: Any) -> Choice:
     if not isinstance(offer, Agent):
-        return Choice(offer.name, offer.description, _tools(offer.tools), "", chosen is None)
+        return Choice(offer.name, offer.description, tool_names(offer.tools), "", chosen is None)
     version = published[offer.published_id]
     tools = version.agent_parameters().enabled_tools
     is_default = chosen is not None and chosen.pk == offer.pk
-    return Choice(offer.name, offer.description, _tools(tools), f"v{version.number}", is_default)
+    return Choice(
+        offer.name, offer.description, tool_names(tools), f"v{version.number}", is_default
+    )
 
 
-def _tools(names: tuple[str, ...]) -> tuple[str, ...]:
+def tool_names(names: tuple[str, ...]) -> tuple[str, ...]:
     """Display names; a whole MCP server (`docs__*`) reads as "Every tool of docs"."""
     return tuple(
         f"Every tool of {name[:-3]}" if name.endswith("__*") else humanize(name) for name in names
