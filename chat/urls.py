@@ -13,6 +13,7 @@ urlpatterns = [
     path("c/new/", views.conversation_create, name="conversation_create"),
     path("agents/choose/", agent_views.agent_choices, name="agent_choices"),
     path("agents/default/", agent_views.agent_default, name="agent_default"),
+    path("agents/<slug:slug>/versions/", agent_views.agent_detail, name="agent_detail"),
     path("search/", search.conversation_search, name="conversation_search"),
     path("evals/", include("chat.evals.urls")),
     path("c/<int:pk>/", views.conversation_detail, name="conversation_detail"),

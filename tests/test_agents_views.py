@@ -120,7 +120,8 @@ def test_the_header_names_the_version_and_the_empty_state_what_it_can_do(
     Agent.objects.filter(pk=support.pk).update(description="Answers billing questions.")
     made = started(client_in, agent="Support")
     page = client_in.get(reverse("chat:conversation_detail", args=[made.pk])).content.decode()
-    assert '<span class="agent-label" id="agent-label">Support v1</span>' in page
+    label = f'id="agent-label" href="/agents/{support.slug}/versions/">'
+    assert f"{label}Support v1</a>" in page
     assert "<strong>Support</strong>: Answers billing questions." in page
     assert "Get current time" in page
 
@@ -128,10 +129,38 @@ def test_the_header_names_the_version_and_the_empty_state_what_it_can_do(
     made.set_agent_parameters(parameters)
     made.save()
     page = client_in.get(reverse("chat:conversation_detail", args=[made.pk])).content.decode()
-    assert '<span class="agent-label" id="agent-label">changed from Support v1</span>' in page
+    assert f"{label}changed from Support v1</a>" in page
 
 
 def test_a_conversation_from_default_shows_no_agent_label(client_in: Client, user: Any) -> None:
     made = started(client_in)
     page = client_in.get(reverse("chat:conversation_detail", args=[made.pk])).content.decode()
     assert "agent-label" not in page and "Ask anything." in page
+
+
+def test_the_agent_page_lists_versions_newest_first_with_what_changed(
+    client_in: Client, user: Any
+) -> None:
+    support = support_of(user)
+    changed = make.conversation(
+        user,
+        system_prompts=["You answer support questions.\nBe brief."],
+        enabled_tools=["get_current_time", "search_cards"],
+        temperature=0.2,
+    )
+    agents.new_version(agent=support, conversation=changed, user=user, note="Shorter answers.")
+    response = client_in.get(reverse("chat:agent_detail", args=[support.slug]))
+    assert [row.version.number for row in response.context["rows"]] == [2, 1]
+    page = response.content.decode()
+    assert page.index("Support v2") < page.index("Support v1")
+    assert "Shorter answers." in page and "The first version." in page
+    assert "<strong>Tools added:</strong> <ins>search_cards</ins>" in page
+    assert "<del>provider default</del> → <ins>0.2</ins>" in page
+    assert "<caption>System prompt 1: changed</caption>" in page
+    assert "<td></td><td>Be brief.</td>" in page
+
+
+def test_a_private_agent_of_someone_else_has_no_page(client_in: Client, user: Any) -> None:
+    secret = support_of(make.user("bob"), name="Secret", visibility=Visibility.PRIVATE)
+    response = client_in.get(reverse("chat:agent_detail", args=[secret.slug]))
+    assert response.status_code == 404

@@ -1,6 +1,6 @@
 """Chatting with an agent in the browser: choose a team agent, read what it can do in the empty
-conversation, and get a reply from its version. Screenshots at 1440x900 and 390x844, light and
-dark, with axe."""
+conversation, get a reply from its version, and open its versions from the header. Screenshots
+at 1440x900 and 390x844, light and dark, with axe."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def test_a_new_conversation_from_a_team_agent(page: Page, live_server_url: str, 
     settings = make.conversation(
         bob, system_prompts=["You are the support agent."], enabled_tools=["get_current_time"]
     )
-    agents.create_agent(
+    support = agents.create_agent(
         name="Support",
         conversation=settings,
         user=bob,
@@ -34,6 +34,13 @@ def test_a_new_conversation_from_a_team_agent(page: Page, live_server_url: str, 
         visibility=Visibility.TEAM,
     )
     agents.create_agent(name="Bob's own", conversation=settings, user=bob)
+    draft = make.conversation(
+        bob,
+        system_prompts=["You are the support agent.\nAnswer in one sentence."],
+        enabled_tools=["get_current_time", "search_cards"],
+        temperature=0.2,
+    )
+    agents.new_version(agent=support, conversation=draft, user=bob, note="Shorter answers.")
 
     page.goto(f"{live_server_url}/")
     page.get_by_role("link", name="Choose an agent").click()
@@ -69,3 +76,15 @@ def test_a_new_conversation_from_a_team_agent(page: Page, live_server_url: str, 
         expect(shown.locator(".message.assistant .pills .pill")).to_have_text(["Get current time"])
 
     look(page, "agents-reply", replied)
+
+    page.locator("#agent-label").click()
+    expect(page).to_have_url(re.compile(r"/agents/support/versions/$"))
+
+    def versions(shown: Page) -> None:
+        expect(shown.get_by_role("heading", name="Support", level=1)).to_be_visible()
+        expect(shown.locator(".agent-versions h3")).to_have_text(
+            [re.compile(r"^Support v2"), re.compile(r"^Support v1 Published")]
+        )
+        expect(shown.get_by_text("Answer in one sentence.")).to_be_visible()
+
+    look(page, "agents-versions", versions)
