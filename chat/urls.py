@@ -17,6 +17,7 @@ urlpatterns = [
     path("search/", search.conversation_search, name="conversation_search"),
     path("evals/", include("chat.evals.urls")),
     path("c/<int:pk>/", views.conversation_detail, name="conversation_detail"),
+    path("c/<int:pk>/changes/", agent_views.conversation_changes, name="conversation_changes"),
     path("c/<int:pk>/settings/", views.conversation_settings, name="conversation_settings"),
     path("c/<int:pk>/model/", picker.conversation_model, name="conversation_model"),
     path("c/<int:pk>/model/list/", picker.conversation_models, name="conversation_models"),

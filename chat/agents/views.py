@@ -8,14 +8,14 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import access
-from chat.access import AgentAction
+from chat.access import Action, AgentAction
 from chat.agent import humanize
-from chat.models import Agent, AgentVersion, Conversation
+from chat.models import Agent, AgentVersion, Configuration, Conversation
 
 from .defaults import (
     DEFAULT,
@@ -131,3 +131,21 @@ def agent_detail(request: HttpRequest, slug: str) -> HttpResponse:
         "chat/agents/detail.html",
         {"agent": agent, "rows": rows[::-1]},
     )
+
+
+@login_required
+@require_GET
+def conversation_changes(request: HttpRequest, pk: int) -> HttpResponse:
+    """What a conversation's settings are now, against the agent version it started from."""
+    conversation = access.conversation(
+        request.user, Action.READ, pk, Conversation.objects.select_related("agent_version__agent")
+    )
+    version = conversation.agent_version
+    if version is None:
+        raise Http404("This conversation started from the built-in Default.")
+    try:
+        changes = difference(version, Configuration.of(conversation))
+    except ValueError:
+        raise Http404("This conversation's settings are invalid.") from None
+    context = {"conversation": conversation, "version": version, "changes": changes}
+    return render(request, "chat/agents/changes.html", context)

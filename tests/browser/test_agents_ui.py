@@ -88,3 +88,17 @@ def test_a_new_conversation_from_a_team_agent(page: Page, live_server_url: str, 
         expect(shown.get_by_text("Answer in one sentence.")).to_be_visible()
 
     look(page, "agents-versions", versions)
+
+    made.refresh_from_db()
+    made.set_agent_parameters(made.agent_parameters().model_copy(update={"temperature": 0.7}))
+    made.save()
+    page.goto(f"{live_server_url}/c/{made.pk}/")
+    page.get_by_role("link", name="changed from Support v1").click()
+
+    def changes(shown: Page) -> None:
+        expect(shown.get_by_role("heading", name="Changed from Support v1")).to_be_visible()
+        expect(shown.locator(".agent-diff-setting")).to_have_text(
+            ["Temperature: provider default → 0.7"]
+        )
+
+    look(page, "agents-changes", changes)
