@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from io import StringIO
 
 import pytest
@@ -12,7 +13,9 @@ from django.core.management import CommandError, call_command
 
 from chat.agent import history
 from chat.models import Conversation, ModelCall, ProviderProfile, Run, ToolCall, Version
-from chat.testing.openai_script import error, text_turn, tool_turn
+from chat.testing import factories as make
+from chat.testing.mcp_server import McpHttpServer
+from chat.testing.openai_script import MODEL, error, text_turn, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer
 from chat.transcripts import load_history
 
@@ -275,3 +278,135 @@ def test_version_options_are_refused_with_one_clear_line() -> None:
         assert reason in str(refused.value) and "\n" not in str(refused.value), args
     assert Run.objects.count() == 1 and not Version.objects.exists()
     assert len(active_texts(int(conversation))) == 2
+
+
+# Starting from an agent ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def docs_http() -> Iterator[McpHttpServer]:
+    with McpHttpServer("docs") as server:
+        yield server
+
+
+def support_agent(endpoint: ProviderProfile) -> None:
+    """Ada's team agent Support: v1 (published) with a prompt, a pre-message, a built-in and an
+    MCP tool, on `endpoint`; v2 (a draft) with another prompt and the docs server whole. Her
+    conversation then changes again: nothing of it may reach a conversation started from one."""
+    ada = make.user("ada")
+    made = make.conversation(
+        ada,
+        "settings",
+        system_prompts=["You answer for the support team.", "Be brief."],
+        pre_messages=[{"role": "assistant", "content": "How can I help?"}],
+    )
+    made.profile = endpoint
+    made.parameters = {
+        **made.parameters,
+        "enabled_tools": ["get_current_time", "docs__search_docs"],
+        "temperature": 0.3,
+    }
+    made.save()
+    call_command("agents", "create", "Support", "--from-conversation", str(made.pk), "--team",
+                 "--user", "ada", stdout=StringIO())  # fmt: skip
+    made.parameters = {"system_prompts": ["Cite the docs."], "enabled_tools": ["docs__*"]}
+    made.save()
+    call_command("agents", "version", "Support", "--from-conversation", str(made.pk),
+                 "--user", "ada", stdout=StringIO())  # fmt: skip
+    made.parameters = {"system_prompts": ["Ada's later prompt."]}
+    made.save()
+
+
+def test_agent_starts_a_conversation_the_provider_sees_as_that_version(
+    docs_http: McpHttpServer, fake_openai: FakeOpenAIServer
+) -> None:
+    call_command("mcp", "add", "docs", "--url", docs_http.url, stdout=StringIO())
+    support_agent(
+        ProviderProfile.objects.create(
+            name="local", base_url=fake_openai.base_url, model=MODEL, available_to_everyone=True
+        )
+    )
+    fake_openai.enqueue(text_turn("Hello."), text_turn("Hello again."))
+
+    published = json.loads(chat("Hi", "--agent", "Support", "--json")[0])
+    draft = json.loads(chat("Hi", "--agent", "Support@2", "--json")[0])
+
+    assert (published["agent"], draft["agent"]) == (
+        {"name": "Support", "version": 1},
+        {"name": "Support", "version": 2},
+    )
+    first, second = (request.body for request in fake_openai.requests)
+    assert first["messages"] == [
+        {"role": "system", "content": "You answer for the support team."},
+        {"role": "system", "content": "Be brief."},
+        {"role": "assistant", "content": "How can I help?"},
+        {"role": "user", "content": "Hi"},
+    ]
+    assert first["model"] == MODEL and first["temperature"] == 0.3
+    assert [tool["function"]["name"] for tool in first["tools"]] == [
+        "get_current_time",
+        "docs__search_docs",
+    ]
+    assert second["messages"] == [
+        {"role": "system", "content": "Cite the docs."},
+        {"role": "user", "content": "Hi"},
+    ]
+    offered = {tool["function"]["name"] for tool in second["tools"]}
+    assert {"docs__search_docs", "docs__add"} <= offered and "get_current_time" not in offered
+    assert fake_openai.pending == 0  # the strict provider refused nothing
+    started = Conversation.objects.get(pk=draft["conversation"])
+    assert started.owner.username == "cli" and started.profile is not None
+    assert str(started.agent_version) == "Support v2" and started.changed_from() is None
+
+
+def test_agent_default_is_the_servers_own_settings() -> None:
+    result = json.loads(chat("what time is it?", "--agent", "Default", "--json")[0])
+
+    assert result["agent"] == {"name": "Default", "version": None}
+    assert result["status"] == "completed" and result["tool_calls"][0]["name"] == "get_current_time"
+    assert Conversation.objects.get().agent_version is None
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["--conversation", "1"],
+        ["--tool", "get_current_time"],
+        ["--all-tools"],
+        ["--system", "Be rude."],
+        ["--model", "other"],
+        ["--temperature", "0"],
+        ["--max-event-loops", "2"],
+        ["--base-url", "http://127.0.0.1:9/v1"],
+        ["--conversation", "1", "--edit", "0"],
+    ],
+)
+def test_agent_with_an_option_that_would_contradict_it_is_refused(options: list[str]) -> None:
+    with pytest.raises(CommandError) as refused:
+        chat("hi", "--agent", "Support", *options)
+
+    said = str(refused.value)
+    assert said.startswith("--agent starts a new conversation with exactly that version's")
+    assert f"leave out {options[0]}" in said and "\n" not in said
+    assert not Conversation.objects.exists()
+
+
+def test_agent_refusals_are_one_line_and_start_nothing(fake_openai: FakeOpenAIServer) -> None:
+    ada = make.user("ada")
+    make.user("bob")
+    mine = make.conversation(ada, "settings", system_prompts=["Private."])
+    call_command("agents", "create", "Mine", "--from-conversation", str(mine.pk), "--user", "ada",
+                 stdout=StringIO())  # fmt: skip
+    refusals = [
+        (["--agent", "Nobody"], "No agent named 'Nobody' that you may use."),
+        (["--agent", "Mine"], "No agent named 'Mine' that you may use."),
+        (["--agent", "Mine", "--user", "bob"], "No agent named 'Mine' that you may use."),
+        (["--agent", "Mine@3", "--user", "ada"], "Mine has no version 3 (it has 1 to 1)."),
+        (["--agent", "Default@1"], "The built-in Default agent has no numbered versions."),
+    ]
+    for args, reason in refusals:
+        with pytest.raises(CommandError) as refused:
+            chat("hi", *args)
+        assert str(refused.value) == reason, args
+    assert Conversation.objects.count() == 1 and Run.objects.count() == 0
+    assert fake_openai.requests == []

@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from pydantic import ValidationError
 
-from chat import access, agent, runs
+from chat import access, agent, agents, runs
 from chat.agent.contracts import validation_text
 from chat.management.terminal import (
     RunPrinter,
@@ -28,7 +28,8 @@ class Command(BaseCommand):
     help = (
         "Send one message to the agent, stream the reply, and store the conversation. With "
         "--edit N, the message replaces user message N of --conversation as a new version; with "
-        "--regenerate, the last user message is sent again for a new version of its reply."
+        "--regenerate, the last user message is sent again for a new version of its reply. "
+        "With --agent, a new conversation starts from that agent version's settings."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -49,6 +50,12 @@ class Command(BaseCommand):
             "--user",
             help="Owner of a new conversation (default: 'cli', created if missing); with "
             "--conversation, who writes in it: only its owner may.",
+        )
+        parser.add_argument(
+            "--agent",
+            metavar="NAME[@N]",
+            help="Start a new conversation from an agent's published version (NAME) or version "
+            "N (NAME@N): its endpoint, model, prompts, pre-messages, tools and parameters.",
         )
         parser.add_argument("--base-url", help="OpenAI-compatible base URL (default: settings).")
         parser.add_argument(
@@ -80,10 +87,14 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
+        _check_agent(options)
         _check_arguments(options)
-        conversation, parameters = self._conversation(options)
-        version_from = _version_from(conversation, options)
-        self._configure(conversation, parameters, options)
+        if options["agent"] is not None:
+            conversation, version_from = self._from_agent(options), None
+        else:
+            conversation, parameters = self._conversation(options)
+            version_from = _version_from(conversation, options)
+            self._configure(conversation, parameters, options)
         target = runs.endpoint(
             conversation.profile,
             model=conversation.agent_parameters().model,
@@ -106,6 +117,12 @@ class Command(BaseCommand):
         point = None if version_from is None else versions.points(conversation).get(version_from)
         if options["json"]:
             summary = {**run_summary(run), "version": asdict(point) if point else None}
+            if options["agent"] is not None:
+                started = conversation.agent_version
+                summary["agent"] = {
+                    "name": started.agent.name if started else agents.DEFAULT.name,
+                    "version": started.number if started else None,
+                }
             self.stdout.write(json.dumps(summary, ensure_ascii=False, indent=2))
         elif point is not None:
             self.stdout.write(f"version {point.number} of {point.total} from message {point.index}")
@@ -131,6 +148,16 @@ class Command(BaseCommand):
             return conversation, conversation.agent_parameters()
         owner = user_named(options["user"] or "cli", create=not options["user"])
         return Conversation(owner=owner), agent.AgentParameters()
+
+    def _from_agent(self, options: dict[str, Any]) -> Conversation:
+        """A new conversation of --user's (default 'cli') from the version --agent names, as
+        the web starts one: the rule decides who may use it."""
+        owner = user_named(options["user"] or "cli", create=not options["user"])
+        try:
+            version = agents.find_version(owner, options["agent"])
+            return agents.start_conversation(user=owner, version=version)
+        except agents.AgentRefused as exc:
+            raise CommandError(str(exc)) from None
 
     def _configure(
         self,
@@ -159,6 +186,40 @@ class Command(BaseCommand):
             raise CommandError(validation_text(exc)) from None
         conversation.set_agent_parameters(parameters)
         conversation.save()
+
+
+AGENT_CONFLICTS = {
+    "conversation": "--conversation",
+    "edit": "--edit",
+    "regenerate": "--regenerate",
+    "base_url": "--base-url",
+    "model": "--model",
+    "tool": "--tool",
+    "all_tools": "--all-tools",
+    "system": "--system",
+    "max_event_loops": "--max-event-loops",
+    "temperature": "--temperature",
+}
+"""The options a version's settings answer already: given with --agent, they would contradict
+them (or continue another conversation)."""
+
+
+def _check_agent(options: dict[str, Any]) -> None:
+    """--agent starts a new conversation with exactly the version's settings: refused with an
+    option that would change them."""
+    if options["agent"] is None:
+        return
+    given = [flag for name, flag in AGENT_CONFLICTS.items() if _given(options[name])]
+    if given:
+        raise CommandError(
+            f"--agent starts a new conversation with exactly that version's settings: leave out "
+            f"{', '.join(given)} (for other settings, make a version: manage.py agents version)."
+        )
+
+
+def _given(value: Any) -> bool:
+    """Whether an option was given: `--edit 0` and `--temperature 0` are."""
+    return value is not None and value is not False and value != []
 
 
 def _check_arguments(options: dict[str, Any]) -> None:
