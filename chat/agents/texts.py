@@ -6,12 +6,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from typing import Any
 
+from django.db.models import Count
+
 from chat import runs
 from chat.agent.contracts import AgentParameters
 from chat.agent.probes.report import clip
 from chat.models import Agent, AgentVersion, Configuration, ProviderProfile, Visibility
 
-from .defaults import DEFAULT, default_agent
+from .defaults import DEFAULT
 from .differences import PARAMETERS, PROVIDER_DEFAULT, SERVER_ENDPOINT, Difference, Line, TextChange
 from .records import unavailable
 
@@ -23,13 +25,24 @@ def version_name(version: AgentVersion | None) -> str:
     return DEFAULT.name if version is None else str(version)
 
 
+def version_counts(agents: Iterable[Agent]) -> dict[int, int]:
+    """How many versions each agent has, in one query (for a list)."""
+    rows = AgentVersion.objects.filter(agent__in=list(agents)).values("agent")
+    return dict(rows.annotate(count=Count("pk")).values_list("agent", "count"))
+
+
 def agent_summary(
-    agent: Agent, user: Any, *, shown: AgentVersion | None = None, every_version: bool = False
+    agent: Agent,
+    chosen: Agent | None,
+    *,
+    versions: int | None = None,
+    shown: AgentVersion | None = None,
+    every_version: bool = False,
 ) -> dict[str, Any]:
     """An agent as --json writes it: who owns it, who may use it, its published version's
-    number, how many versions; with `shown`, that version's settings; with `every_version`,
-    each version's number, author, time and note, newest first."""
-    chosen = default_agent(user)
+    number, how many versions (counted unless given), whether it is the user's `chosen`
+    default; with `shown`, that version's settings; with `every_version`, each version's
+    number, author, time and note, newest first."""
     published = agent.published
     summary: dict[str, Any] = {
         "name": agent.name,
@@ -38,7 +51,7 @@ def agent_summary(
         "owner": agent.owner.get_username(),
         "visibility": agent.visibility,
         "published": published.number if published is not None else None,
-        "versions": agent.versions.count(),
+        "versions": agent.versions.count() if versions is None else versions,
         "default": chosen is not None and chosen.pk == agent.pk,
     }
     if every_version:
@@ -93,15 +106,14 @@ def _history(version: AgentVersion, agent: Agent) -> dict[str, Any]:
     }
 
 
-def list_row(agent: Agent, user: Any) -> tuple[str, ...]:
-    """NAME, PUBLISHED, VERSIONS, VISIBILITY, OWNER, DESCRIPTION."""
-    chosen = default_agent(user)
+def list_row(agent: Agent, chosen: Agent | None, *, versions: int) -> tuple[str, ...]:
+    """NAME, PUBLISHED, VERSIONS, VISIBILITY, OWNER, DESCRIPTION; `chosen`: the user's default."""
     mark = " (your default)" if chosen is not None and chosen.pk == agent.pk else ""
     published = agent.published
     return (
         agent.name + mark,
         f"v{published.number}" if published is not None else "—",
-        str(agent.versions.count()),
+        str(versions),
         agent.visibility,
         agent.owner.get_username(),
         clip(agent.description, 60),

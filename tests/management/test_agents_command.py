@@ -12,6 +12,7 @@ import pytest
 from django.contrib.auth.models import Permission, User
 from django.core.management import CommandError, call_command
 
+from chat.agents import choose_default
 from chat.models import Agent, AgentVersion, Conversation, McpServer, ProviderProfile, Publication
 from chat.testing import factories as make
 
@@ -159,6 +160,17 @@ def test_list_shows_the_agents_the_user_may_use(support: Conversation) -> None:
     assert set(listed[0]) == {
         "name", "slug", "description", "owner", "visibility", "published", "versions", "default"
     }  # fmt: skip
+
+
+def test_list_marks_the_users_default_agent(support: Conversation) -> None:
+    bob = make.user("bob")
+    choose_default(user=bob, agent=Agent.objects.get())
+
+    out, _ = agents("list", "--user", "bob")
+
+    assert out.splitlines()[1].startswith("Support (your default)  v1")
+    assert [row["default"] for row in as_json("list", "--user", "bob")] == [True]
+    assert [row["default"] for row in as_json("list")] == [False]
 
 
 def test_list_without_agents_says_how_to_make_one() -> None:

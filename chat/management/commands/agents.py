@@ -147,14 +147,18 @@ class Command(BaseCommand):
         if version is None:  # an agent always has its published version; said, not assumed
             raise CommandError("The agent has no published version.")
         if self.as_json:
-            self.print_json(texts.agent_summary(version.agent, user, shown=version))
+            chosen = agents.default_agent(user)
+            self.print_json(texts.agent_summary(version.agent, chosen, shown=version))
         else:
             self.stdout.write(line)
 
     def list(self, user: User) -> None:
         rows = list(agents.Agent.objects.usable_by(user).select_related("owner", "published"))
+        chosen, counts = agents.default_agent(user), texts.version_counts(rows)
         if self.as_json:
-            self.print_json([texts.agent_summary(row, user) for row in rows])
+            self.print_json(
+                [texts.agent_summary(row, chosen, versions=counts.get(row.pk, 0)) for row in rows]
+            )
             return
         if not rows:
             self.stdout.write(
@@ -165,7 +169,7 @@ class Command(BaseCommand):
         lines: list[tuple[str, ...]] = [
             ("NAME", "PUBLISHED", "VERSIONS", "VISIBILITY", "OWNER", "DESCRIPTION")
         ]
-        lines += [texts.list_row(row, user) for row in rows]
+        lines += [texts.list_row(row, chosen, versions=counts.get(row.pk, 0)) for row in rows]
         for line in table(lines):
             self.stdout.write(line, style_func=plain)
 
@@ -175,7 +179,9 @@ class Command(BaseCommand):
             shown = (
                 texts.built_in_summary()
                 if version is None
-                else texts.agent_summary(version.agent, user, shown=version, every_version=True)
+                else texts.agent_summary(
+                    version.agent, agents.default_agent(user), shown=version, every_version=True
+                )
             )
             self.print_json(shown)
             return
