@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -8,7 +8,9 @@ from django.conf import LazySettings
 from django.contrib.auth import get_user_model
 from django.test import Client
 
+from chat.runs import mcp as hub_module
 from chat.testing import factories as make
+from chat.testing.mcp_server import McpHttpServer
 from chat.testing.openai_server import FakeOpenAIServer
 
 SLOW = {"browser", "scaleout"}
@@ -69,6 +71,22 @@ def fake_openai() -> Iterator[FakeOpenAIServer]:
     """A started FakeOpenAIServer, stopped after the test."""
     with FakeOpenAIServer() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def docs_http() -> Iterator[McpHttpServer]:
+    """The example MCP server over streamable HTTP, shared by a module's tests."""
+    with McpHttpServer("docs") as server:
+        yield server
+
+
+@pytest.fixture
+async def hub(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[hub_module.Hub]:
+    """A hub of this test's own (its connections live in this test's event loop)."""
+    fresh = hub_module.Hub()
+    monkeypatch.setattr(hub_module, "hub", fresh)
+    yield fresh
+    await fresh.close()
 
 
 @pytest.fixture

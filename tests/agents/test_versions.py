@@ -5,7 +5,7 @@ and the names commands will write (NAME, NAME@N)."""
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -268,21 +268,6 @@ def test_a_version_whose_endpoint_the_user_may_not_use_is_refused() -> None:
         agents.start_conversation(user=bob, version=agent.published)
     assert Conversation.objects.filter(owner=bob).count() == 0
     assert agents.start_conversation(user=ada, version=agent.published).profile == closed
-
-
-@pytest.fixture(scope="module")
-def docs_http() -> Iterator[McpHttpServer]:
-    with McpHttpServer("docs") as server:
-        yield server
-
-
-@pytest.fixture
-async def hub(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[hub_module.Hub]:
-    """A hub of this test's own (its connections live in this test's event loop)."""
-    fresh = hub_module.Hub()
-    monkeypatch.setattr(hub_module, "hub", fresh)
-    yield fresh
-    await fresh.close()
 
 
 @pytest.mark.django_db(transaction=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import pytest
@@ -24,21 +24,6 @@ from chat.testing.openai_script import text_turn, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer, client_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(scope="module")
-def docs_http() -> Iterator[McpHttpServer]:
-    with McpHttpServer("docs") as server:
-        yield server
-
-
-@pytest.fixture
-async def hub(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[hub_module.Hub]:
-    """A hub of this test's own (its connections live in this test's event loop)."""
-    fresh = hub_module.Hub()
-    monkeypatch.setattr(hub_module, "hub", fresh)
-    yield fresh
-    await fresh.close()
 
 
 @database_sync_to_async
