@@ -65,6 +65,12 @@ class Case(models.Model):
         null=True, blank=True, help_text="The index of the last message of the history."
     )
     messages = models.JSONField(help_text="The history in the OpenAI shape, system prompts first.")
+    preamble = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="How many of the first messages are the system prompts and pre-messages (an "
+        "agent version's replace them); empty: the leading system messages.",
+    )
     tools = models.JSONField(default=list, blank=True, help_text="The OpenAI `tools` offered.")
     parameters = models.JSONField(
         default=dict, blank=True, help_text="temperature, top_p, max_tokens, max_event_loops."
@@ -143,6 +149,20 @@ class EvalRun(models.Model):
     base_url = models.CharField(max_length=500, blank=True, help_text="Without credentials.")
     profile = models.ForeignKey(
         "chat.ProviderProfile", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    agent_version = models.ForeignKey(
+        "chat.AgentVersion",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="eval_runs",
+        help_text="Replayed with this version's prompts, pre-messages, tools and parameters "
+        "instead of the cases' own.",
+    )
+    publishes = models.BooleanField(
+        default=False,
+        help_text="Its agent version is published when it ends completed and passes the "
+        "agent's gate.",
     )
     repeat = models.PositiveIntegerField(default=1)
     continue_loop = models.BooleanField(
