@@ -157,12 +157,25 @@ def offered_tools(conversation: Conversation, reply: Message | None) -> list[dic
         if call is not None and isinstance(call.request, dict):
             tools = call.request.get("tools")
             return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
-    names = conversation.agent_parameters().enabled_tools
+    return openai_tools(conversation.agent_parameters().enabled_tools)
+
+
+def openai_tools(names: Iterable[str]) -> list[dict[str, Any]]:
+    """The OpenAI `tools` a run offers for these choices: built-in tools, and MCP tools as
+    their servers last listed them (a tool no enabled server lists is left out)."""
+    names = tuple(names)
     definitions = [
         *agent.default_registry.definitions(names),
         *McpTool.objects.definitions(names),
     ]
     return [definition.to_openai() for definition in definitions]
+
+
+def preamble_of(conversation: Conversation) -> int:
+    """How many messages a request of the conversation sends before its history: one per
+    system prompt, then the pre-messages."""
+    parameters = conversation.agent_parameters()
+    return len(parameters.system_prompts) + len(parameters.pre_messages)
 
 
 def fixtures(conversation: Conversation) -> list[dict[str, Any]]:
@@ -252,6 +265,7 @@ def save_case(
     stored = run.parameters if run is not None else conversation.parameters
     kept = {
         "messages": request_messages(conversation, found.rows),
+        "preamble": preamble_of(conversation),
         "tools": offered_tools(conversation, found.reply),
         "parameters": {key: stored[key] for key in SAMPLING if key in (stored or {})},
         "expected": expected,

@@ -9,7 +9,14 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from django.db import transaction
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from chat.agent import decisions, history
 from chat.agent.contracts import AgentParameters
@@ -49,6 +56,7 @@ class CaseRecord(BaseModel):
     set: str
     title: Annotated[Name, Field(min_length=1)]
     messages: OpenAIMessages
+    preamble: Annotated[int, Field(ge=0)] | None = None
     tools: Annotated[list[dict[str, Any]], PARTS] = []
     parameters: dict[str, Any] = {}
     expected: dict[str, Any]
@@ -95,6 +103,15 @@ class CaseRecord(BaseModel):
             raise ValueError(f"source is one of {', '.join(CaseSource.values)}")
         return value
 
+    @model_validator(mode="after")
+    def _preamble_before_the_moment(self) -> CaseRecord:
+        if self.preamble is not None and self.preamble >= len(self.messages):
+            raise ValueError(
+                f"preamble counts the system prompts and pre-messages before the history: "
+                f"{self.preamble} leaves none of the {len(self.messages)} messages"
+            )
+        return self
+
 
 def record(case: Case) -> dict[str, Any]:
     """A stored case as its JSON line says it, as stored: an export never refuses a case."""
@@ -102,6 +119,7 @@ def record(case: Case) -> dict[str, Any]:
         "set": case.case_set.name,
         "title": case.title,
         "messages": case.messages,
+        "preamble": case.preamble,
         "tools": case.tools,
         "parameters": case.parameters,
         "expected": case.expected,
@@ -169,6 +187,7 @@ def store(values: Iterable[CaseRecord], *, user: Any = None) -> list[Case]:
                 case_set=case_set_named(value.set, user=user),
                 title=value.title,
                 messages=[message.value().to_openai() for message in value.messages],
+                preamble=value.preamble,
                 tools=value.tools,
                 parameters=value.parameters,
                 expected=value.expected,

@@ -18,7 +18,6 @@ from channels.db import database_sync_to_async as sync_to_async
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
-from pydantic import BaseModel, ValidationError
 
 from chat import agent, transcripts
 from chat.agent import decisions
@@ -26,7 +25,9 @@ from chat.agent.clients import ChatClient
 from chat.agent.contracts import validation_text
 from chat.agent.http import display_url
 from chat.agent.runtime import DebugRuntime
+from chat.evals.replayed import replayed, version_parameters
 from chat.models import (
+    AgentVersion,
     Case,
     CaseSet,
     Comparison,
@@ -42,8 +43,6 @@ from chat.models import (
     RunStatus,
 )
 from chat.runs import Endpoint, RunRefused, build_client, endpoint, execute_run, liveness, tasks
-from chat.transcripts.limits import refusal_text
-from chat.transcripts.messages import OpenAIMessages
 
 logger = logging.getLogger(__name__)
 
@@ -58,15 +57,18 @@ INTERRUPTED = "Interrupted: the server process stopped during the evaluation."
 @dataclass(frozen=True)
 class Target:
     """The model an evaluation replays on: an endpoint (a profile's, the environment's, a
-    terminal's --base-url) and the key a terminal gave for it."""
+    terminal's --base-url) and the key a terminal gave for it; with an agent version, its
+    endpoint, and its prompts, pre-messages, tools and parameters instead of the cases'."""
 
     endpoint: Endpoint
     api_key: str | None = None
+    version: AgentVersion | None = None
 
     @property
     def label(self) -> str:
         profile = self.endpoint.profile
-        return f"{self.endpoint.label} ({profile.name})" if profile else self.endpoint.label
+        label = f"{self.endpoint.label} ({profile.name})" if profile else self.endpoint.label
+        return f"{self.version} · {label}" if self.version is not None else label
 
     def client(self) -> ChatClient:
         return build_client(self.endpoint, api_key=self.api_key)
@@ -78,9 +80,21 @@ def target(
     model: str | None = None,
     base_url: str | None = None,
     api_key: str | None = None,
+    version: AgentVersion | None = None,
 ) -> Target:
-    """A target by the rules runs use (`runs.endpoint`); RunRefused when it has no model."""
-    chosen = Target(endpoint(profile, model=model or None, base_url=base_url or None), api_key)
+    """A target by the rules runs use (`runs.endpoint`); an agent version's is its own endpoint
+    and model. RunRefused when it has no model, or when a version is given another endpoint."""
+    if version is not None:
+        if profile is not None or model or base_url:
+            raise RunRefused(
+                f"{version} brings its own endpoint and model: choose it without a profile, "
+                "a model or a base URL."
+            )
+        model = version_parameters(version).model
+        profile = version.profile
+    chosen = Target(
+        endpoint(profile, model=model or None, base_url=base_url or None), api_key, version
+    )
     chosen.client()  # refuses an HTTP endpoint without a model before anything is written
     return chosen
 
@@ -116,6 +130,7 @@ def create_eval_run(
         model=chosen.endpoint.model[:200],
         base_url=display_url(chosen.endpoint.base_url)[:500],
         profile=chosen.endpoint.profile,
+        agent_version=chosen.version,
         repeat=repeat,
         continue_loop=continue_loop,
         total=len(cases) * repeat,
@@ -199,7 +214,7 @@ async def replay(
     case: Case, eval_run: EvalRun, chosen: Target, *, user: Any, attempt: int = 1
 ) -> EvalResult:
     """One attempt at one case: a run on the case's history, its decision judged."""
-    preparing = asyncio.ensure_future(sync_to_async(_prepare)(case, eval_run, user))
+    preparing = asyncio.ensure_future(sync_to_async(_prepare)(case, eval_run, chosen.version, user))
     try:
         run, request, registry = await asyncio.shield(preparing)
         client = chosen.client()
@@ -234,34 +249,36 @@ def _abandon(run: Run) -> None:
 
 
 def _prepare(
-    case: Case, eval_run: EvalRun, user: Any
+    case: Case, eval_run: EvalRun, version: AgentVersion | None, user: Any
 ) -> tuple[Run, agent.DebugRunRequest, agent.ToolRegistry]:
     """The attempt's conversation (the case's history), its run, and what to execute."""
-    registry = decisions.replay_registry(
-        case.tools, case.fixtures if eval_run.continue_loop else None
-    )
-    messages = case_history(case)
+    history, stored, tools = replayed(case, version)
+    registry = decisions.replay_registry(tools, case.fixtures if eval_run.continue_loop else None)
     try:
         parameters = agent.AgentParameters.model_validate(
-            {**case.parameters, "enabled_tools": registry.names()},
-            context={"registry": registry},
+            {**stored, "enabled_tools": registry.names()}, context={"registry": registry}
         )
         request = agent.DebugRunRequest.model_validate(
-            {"parameters": parameters, "history": messages, "user_message": None},
+            {"parameters": parameters, "history": history, "user_message": None},
             context={"registry": registry},
         )
     except ValueError as exc:
         raise RunRefused(f"The case cannot be replayed: {validation_text(exc)}") from None
     with transaction.atomic():
-        conversation = Conversation.objects.create(
+        conversation = Conversation(
             owner=user,
             title=f"{case.title} · eval {eval_run.pk} · {eval_run.label}"[:200],
             purpose=Purpose.EVAL,
             shared=True,  # an evaluation is the team's: every member may inspect its runs
-            parameters={"model": eval_run.model} if eval_run.model else {},
             profile=eval_run.profile,
+            agent_version=version,
         )
-        transcripts.append_messages(conversation, list(messages), start=0)
+        if version is None:
+            conversation.parameters = {"model": eval_run.model} if eval_run.model else {}
+        else:
+            conversation.set_agent_parameters(parameters)
+        conversation.save()
+        transcripts.append_messages(conversation, list(history), start=0)
         run = Run.objects.create(
             conversation=conversation,
             created_by=user,
@@ -272,21 +289,6 @@ def _prepare(
         )
     # The request's history is already the conversation's: the run continues it.
     return run, request, registry
-
-
-class _History(BaseModel):
-    messages: OpenAIMessages
-
-
-def case_history(case: Case) -> tuple[agent.ChatMessage, ...]:
-    """A case's messages, read by the one reader a transcript's go through
-    (`chat.transcripts.messages`): text parts joined with a blank line, any other part refused.
-    RunRefused with the reader's line for a case stored before that reader refused it."""
-    try:
-        read = _History.model_validate({"messages": case.messages})
-    except ValidationError as exc:
-        raise RunRefused(f"The case cannot be replayed: {refusal_text(exc)}") from None
-    return tuple(message.value() for message in read.messages)
 
 
 def _judge(case: Case, eval_run: EvalRun, run: Run, attempt: int) -> EvalResult:

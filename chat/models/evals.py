@@ -164,6 +164,17 @@ class EvalRun(models.Model):
         help_text="Its agent version is published when it ends completed and passes the "
         "agent's gate.",
     )
+    baseline = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+        help_text="The published version's evaluation on the same cases, shown beside it.",
+    )
+    outcome = models.TextField(
+        blank=True, help_text="What became of its agent version: published, or why not."
+    )
     repeat = models.PositiveIntegerField(default=1)
     continue_loop = models.BooleanField(
         default=False, help_text="The loop went on to the final answer, tools answered by fixtures."
