@@ -40,7 +40,7 @@ from .publishing import mark_published
 
 # The rules a new agent and version follow wherever they are made (a free slug; the models'
 # own validators as one line), so an imported agent is made as `create_agent` makes one.
-from .versions import _check, _free_slug
+from .versions import check, free_slug
 
 FORMAT: Final = "agentlab.agent"
 FORMAT_VERSION: Final = 1
@@ -160,12 +160,12 @@ def store(agent_record: AgentRecord, *, user: Any, name: str | None = None) -> I
     profiles = _profiles(agent_record.versions, user)
     agent = Agent(
         name=chosen,
-        slug=_free_slug(chosen),
+        slug=free_slug(chosen),
         description=agent_record.description.strip(),
         owner=user,
         visibility=agent_record.visibility,
     )
-    _check(agent, exclude=["published", "suite"])
+    check(agent, exclude=["published", "suite"])
     try:
         with transaction.atomic():
             agent.save()
@@ -179,7 +179,7 @@ def store(agent_record: AgentRecord, *, user: Any, name: str | None = None) -> I
                     note=version.note.strip(),
                     author=user,
                 )
-                _check(row, exclude=["agent", "profile", "author"])
+                check(row, exclude=["agent", "profile", "author"])
                 row.save()
                 made[version.number] = row
             mark_published(agent, made[agent_record.published], user)

@@ -60,12 +60,12 @@ def create_agent(
         raise AgentRefused("An agent needs a name.")
     agent = Agent(
         name=name,
-        slug=_free_slug(name),
+        slug=free_slug(name),
         description=description.strip(),
         owner=user,
         visibility=visibility,
     )
-    _check(agent, exclude=["published", "suite"])
+    check(agent, exclude=["published", "suite"])
     try:
         with transaction.atomic():
             agent.save()
@@ -207,12 +207,12 @@ def _add_version(agent: Agent, configuration: Configuration, user: Any, note: st
         note=note.strip(),
         author=user,
     )
-    _check(version, exclude=["agent", "profile", "author"])
+    check(version, exclude=["agent", "profile", "author"])
     version.save()
     return version
 
 
-def _check(row: Agent | AgentVersion, *, exclude: list[str]) -> None:
+def check(row: Agent | AgentVersion, *, exclude: list[str]) -> None:
     """The model's own validators (the bounded gate on text and parameters, the name rule,
     uniqueness), as one line."""
     try:
@@ -221,7 +221,7 @@ def _check(row: Agent | AgentVersion, *, exclude: list[str]) -> None:
         raise AgentRefused(" ".join(exc.messages)) from None
 
 
-def _free_slug(name: str) -> str:
+def free_slug(name: str) -> str:
     """A slug from the name that no agent (nor the built-in one) has: `support`, `support-2`…"""
     base = slugify(name, allow_unicode=True)[: NAME_CHARS - SLUG_SUFFIX_ROOM].strip("-") or "agent"
     taken = set(Agent.objects.filter(slug__startswith=base).values_list("slug", flat=True))
