@@ -146,17 +146,24 @@ def start_conversation(*, user: Any, version: AgentVersion | None) -> Conversati
         if refused := access.agent_denied(user, AgentAction.USE, version.agent):
             raise AgentRefused(refused)
     chosen = configuration(version)
+    if version is not None:
+        check_endpoint(user, version)
     profile = chosen.profile
+    conversation = Conversation(owner=user, profile=profile, agent_version=version)
+    conversation.set_agent_parameters(chosen.parameters)
+    conversation.save()
+    return conversation
+
+
+def check_endpoint(user: Any, version: AgentVersion) -> None:
+    """AgentRefused when the version talks to a provider profile `user` may not use."""
+    profile = version.profile
     usable = ProviderProfile.objects.usable_by(user)
     if profile is not None and not usable.filter(pk=profile.pk).exists():
         raise AgentRefused(
             f"{version} talks to the provider {profile.name!r}, which you may not use: choose "
             "another agent, or ask an administrator."
         )
-    conversation = Conversation(owner=user, profile=profile, agent_version=version)
-    conversation.set_agent_parameters(chosen.parameters)
-    conversation.save()
-    return conversation
 
 
 def find_version(user: Any, reference: str) -> AgentVersion | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from chat.evals import compare, replay
@@ -14,6 +14,8 @@ from chat.models import Case, Comparison, EvalRun
 from chat.runs import tasks
 
 logger = logging.getLogger(__name__)
+
+Concluding = Callable[[EvalRun], Awaitable[None]]
 
 
 async def request_stop(eval_run_id: int) -> None:
@@ -28,12 +30,19 @@ async def watched(
     *,
     user: Any,
     lock: asyncio.Lock | None = None,
+    concluding: Concluding | None = None,
 ) -> EvalRun:
-    """`replay.run_eval` with its pages told of every result and of its end."""
+    """`replay.run_eval` with its pages told of every result and of its end; `concluding`
+    runs once it has ended (stopped too), before its end is told."""
     publisher = Publisher(eval_run, lock)
     try:
         return await replay.run_eval(eval_run, cases, target, user=user, listeners=[publisher])
     finally:
+        try:
+            if concluding is not None:
+                await asyncio.shield(concluding(eval_run))
+        except Exception:
+            logger.exception("eval %s: its conclusion failed", eval_run.pk)
         try:
             await asyncio.shield(publisher.finished())
         except Exception:

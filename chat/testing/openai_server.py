@@ -66,7 +66,7 @@ class _Handler(BaseHTTPRequestHandler):
             if problem:
                 self._send_json(400, error_body(problem))
                 return
-        response = fake._next()
+        response = fake._next(request.body)
         if response is None:
             message = "FakeOpenAIServer: no scripted response left"
             self._send_json(500, error_body(message, "server_error"))
@@ -155,6 +155,9 @@ class FakeOpenAIServer:
         self.reject_empty_content = reject_empty_content
         self.models = list(models)
         self.requests: list[RecordedRequest] = []
+        self.responder: Callable[[Any], ScriptedResponse | None] | None = None
+        """Answers each request by its body instead of the queue (requests made at once, in
+        any order: a provider deciding by what it is sent)."""
         self._queue: collections.deque[ScriptedResponse] = collections.deque()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -204,7 +207,9 @@ class FakeOpenAIServer:
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def _next(self) -> ScriptedResponse | None:
+    def _next(self, body: Any) -> ScriptedResponse | None:
+        if self.responder is not None:
+            return self.responder(body)
         with self._lock:
             return self._queue.popleft() if self._queue else None
 
