@@ -1,9 +1,11 @@
 """Forks: a new conversation holding a copy of another's history up to a message.
 
 A fork copies the messages, the runs they belong to and those runs' tool and model call logs,
-so its pills and inspector read like the parent's. A tool fork replaces one tool reply with a
-result the user wrote (or marks it failed) and ends right after that tool round, so a run can
-continue the loop from there. The parent is never changed.
+so its pills and inspector read like the parent's, and the settings with the agent version the
+parent started from (its header says "Support v3", or "changed from Support v3", as the
+parent's does). A tool fork replaces one tool reply with a result the user wrote (or marks it
+failed) and ends right after that tool round, so a run can continue the loop from there. The
+parent is never changed.
 """
 
 from __future__ import annotations
@@ -165,6 +167,8 @@ def fork_conversation(
         parent=parent,
         forked_at=end,
         parameters=parent.parameters,
+        # The same settings, so the same agent version to have started from (or changed from).
+        agent_version_id=parent.agent_version_id,
     )
     run_map = _copy_runs(fork, rows, copied)
     message_map = _copy_messages(fork, copied, run_map)

@@ -17,7 +17,7 @@ from django.test import AsyncClient, Client
 from django.urls import reverse
 from django.utils.html import escape
 
-from chat import runs, transcripts
+from chat import agents, runs, transcripts
 from chat.agent import history
 from chat.agent.scripted import ScriptedChatClient
 from chat.models import Conversation, Message, ModelCall, Run, RunStatus, ToolCall
@@ -491,3 +491,18 @@ def test_message_rows_keep_their_indexes(parent: Conversation) -> None:
         )
         assert copy.pk != original.pk and copy.created_at == original.created_at
     assert isinstance(fork.messages.first(), Message)
+
+
+def test_a_fork_keeps_the_agent_version_its_parent_started_from(
+    parent: Conversation, user: Any
+) -> None:
+    support = agents.create_agent(name="Support", conversation=parent, user=user)
+    parent.refresh_from_db()
+    assert parent.agent_version == support.published
+    fork = forks.fork_conversation(parent, owner=user, at_message=3)
+    assert fork.agent_version == support.published
+    assert fork.changed_from() is None
+    parent.set_agent_parameters(parent.agent_parameters().model_copy(update={"temperature": 0.1}))
+    parent.save()
+    changed = forks.fork_conversation(parent, owner=user, at_message=3)
+    assert changed.changed_from() == support.published
