@@ -42,7 +42,8 @@ def select(
     Evaluation replays only with `include_replays`: they are not what people said to an agent,
     and data made from chats (fine-tuning above all) must not take them in unawares.
     """
-    everything = Conversation.objects.all()
+    # Each record names the agent version its conversation started from: no query per line.
+    everything = Conversation.objects.select_related("agent_version__agent")
     conversations = everything if include_replays else everything.chats()
     if user is not None:
         conversations = conversations.filter(owner=user)
@@ -126,6 +127,7 @@ def full_record(conversation: Conversation) -> dict[str, Any]:
         ),
     )
     runs = list(conversation.runs.all())
+    started_from = conversation.agent_version
     run_position = {run.pk: position for position, run in enumerate(runs)}
     message_place: dict[int | None, tuple[int | None, int]] = {
         message.pk: (_position(version_position, message.version_id), message.index)
@@ -136,6 +138,8 @@ def full_record(conversation: Conversation) -> dict[str, Any]:
         owner=conversation.owner.get_username(),
         title=conversation.title,
         purpose=conversation.purpose,
+        agent=started_from.agent.name if started_from else None,
+        agent_version=started_from.number if started_from else None,
         parameters=conversation.parameters or {},
         created_at=conversation.created_at,
         updated_at=conversation.updated_at,

@@ -8,9 +8,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from chat import agent
+from chat import access, agent
+from chat.access import AgentAction
 from chat.agent import history
 from chat.models import (
+    AgentVersion,
     Conversation,
     HistoryRepair,
     Message,
@@ -89,9 +91,14 @@ def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation
             raise ImportRefused(f"no user named {name!r} (a run's created_by)")
         return users[name]
 
+    started_from, warnings = _agent_version(record, owner)
     with transaction.atomic():
         conversation = Conversation.objects.create(
-            owner=owner, title=record.title, purpose=record.purpose, parameters=record.parameters
+            owner=owner,
+            title=record.title,
+            purpose=record.purpose,
+            parameters=record.parameters,
+            agent_version=started_from,
         )
         runs = create_as_recorded(
             Run,
@@ -155,7 +162,30 @@ def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation
             created_at=record.created_at, updated_at=record.updated_at
         )
     conversation.refresh_from_db()
-    return conversation, _broken_paths(conversation, pending=bool(record.runs_in_progress()))
+    pending = bool(record.runs_in_progress())
+    return conversation, [*warnings, *_broken_paths(conversation, pending=pending)]
+
+
+def _agent_version(record: FullRecord, owner: User) -> tuple[AgentVersion | None, list[str]]:
+    """The version the record started from, when an agent of that name that `owner` may use
+    has it; otherwise none (the conversation keeps its settings, and names no agent)."""
+    if record.agent is None or record.agent_version is None:
+        return None, []
+    found = (
+        AgentVersion.objects.filter(
+            agent__in=access.agents(owner, AgentAction.USE),
+            agent__name=record.agent,
+            number=record.agent_version,
+        )
+        .select_related("agent")
+        .first()
+    )
+    if found is not None:
+        return found, []
+    return None, [
+        f"it started from {record.agent} v{record.agent_version}, which is not an agent version "
+        "its owner may use here: its settings are kept, linked to no agent"
+    ]
 
 
 def _create_versions(conversation: Conversation, record: FullRecord) -> list[Version]:

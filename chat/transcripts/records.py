@@ -185,6 +185,10 @@ class FullRecord(_Record):
     title: Name = ""
     purpose: Purpose = Purpose.CHAT
     """A chat, or an evaluation's replay; lines written before it was recorded are chats."""
+    agent: Name | None = None
+    """The agent it started from, by name, and `agent_version` the number of that version;
+    both null for the built-in Default (and in lines written before they were recorded)."""
+    agent_version: Annotated[Count, Field(ge=1)] | None = None
     parameters: dict[str, Any] = {}
     created_at: Timestamp
     updated_at: Timestamp
@@ -198,6 +202,8 @@ class FullRecord(_Record):
     @model_validator(mode="after")
     def _references_resolve(self) -> Self:
         agent.AgentParameters.from_stored(self.parameters)
+        if (self.agent is None) != (self.agent_version is None):
+            raise ValueError("agent and agent_version: give both (or neither, for Default)")
         self._versions_resolve()
         keys = [(message.version, message.index) for message in self.messages]
         if len(set(keys)) != len(keys):

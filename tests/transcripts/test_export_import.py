@@ -10,8 +10,10 @@ from typing import Any
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from chat import agent, transcripts
+from chat import agent, agents, transcripts
 from chat.agent import history
 from chat.models import Conversation, HistoryRepair, Message, ModelCall, Run, ToolCall
 from chat.testing import factories as make
@@ -363,3 +365,91 @@ def test_mcp_tools_are_exported_as_offered_and_kept_on_import(tmp_path: Any) -> 
     run("import_transcripts", str(path), "--user", "ada")
     imported = Conversation.objects.exclude(pk=made.pk).get()
     assert imported.agent_parameters().enabled_tools == ("get_current_time", "docs__search_docs")
+
+
+def started_from_support(owner: Any, visibility: str = "private") -> Conversation:
+    """A conversation whose settings are Support v1's (Support made from it)."""
+    made = make.rich_conversation(owner)
+    agents.create_agent(name="Support", conversation=made, user=owner, visibility=visibility)
+    made.refresh_from_db()
+    return made
+
+
+def test_the_agent_version_is_exported_and_linked_again_on_import(tmp_path: Path) -> None:
+    owner = make.user("ada")
+    original = started_from_support(owner)
+    make.rich_conversation(owner, title="from Default")
+    lines = {line["title"]: line for line in export("--format", "full")}
+    assert (lines[original.title]["agent"], lines[original.title]["agent_version"]) == (
+        "Support",
+        1,
+    )
+    assert (lines["from Default"]["agent"], lines["from Default"]["agent_version"]) == (None, None)
+    path = tmp_path / "full.jsonl"
+    path.write_text(json.dumps(lines[original.title]) + "\n")
+
+    _, err = run("import_transcripts", str(path))
+
+    assert err == ""
+    copy = Conversation.objects.exclude(pk=original.pk).exclude(title="from Default").get()
+    assert copy.agent_version == original.agent_version
+    again = [r for r in export("--format", "full") if r["id"] == copy.pk]
+    assert [without_id(r) for r in again] == [without_id(lines[original.title])]
+
+
+@pytest.mark.parametrize(
+    ("changes", "why"),
+    [
+        ({"agent": "Nobody"}, "no such agent"),
+        ({"agent_version": 7}, "no such version"),
+        ({"owner": "bob"}, "a private agent of someone else's"),
+    ],
+)
+def test_an_agent_version_that_is_not_here_is_not_linked(
+    tmp_path: Path, changes: dict[str, Any], why: str
+) -> None:
+    started_from_support(make.user("ada"))
+    make.user("bob")
+    (line,) = export("--format", "full")
+    path = tmp_path / "full.jsonl"
+    path.write_text(json.dumps({**line, **changes}) + "\n")
+
+    _, err = run("import_transcripts", str(path))
+
+    assert "line 1: warning: it started from " in err, why
+    assert "its settings are kept, linked to no agent" in err
+    copy = Conversation.objects.order_by("pk").last()
+    assert copy is not None and copy.agent_version is None
+    assert copy.parameters == line["parameters"]
+
+
+@pytest.mark.parametrize("missing", ["agent", "agent_version"])
+def test_an_agent_without_its_version_or_the_reverse_is_refused(
+    tmp_path: Path, missing: str
+) -> None:
+    started_from_support(make.user("ada"))
+    (line,) = export("--format", "full")
+    path = tmp_path / "full.jsonl"
+    path.write_text(json.dumps({**line, missing: None}) + "\n")
+    err = StringIO()
+
+    with pytest.raises(CommandError, match="1 line"):
+        call_command("import_transcripts", str(path), stdout=StringIO(), stderr=err)
+
+    assert "give both (or neither, for Default)" in err.getvalue()
+    assert Conversation.objects.count() == 1
+
+
+def test_export_names_every_agent_version_in_a_fixed_number_of_queries(
+    django_assert_max_num_queries: Any,
+) -> None:
+    owner = make.user("ada")
+    started_from_support(owner)
+    with CaptureQueriesContext(connection) as one:
+        export("--format", "full")
+    for number in range(3):
+        made = make.rich_conversation(owner, title=f"more {number}")
+        agents.create_agent(name=f"Support {number}", conversation=made, user=owner)
+    with django_assert_max_num_queries(len(one)):
+        lines = export("--format", "full")
+    assert {line["agent"] for line in lines} == {"Support", "Support 0", "Support 1", "Support 2"}
