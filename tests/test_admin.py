@@ -12,7 +12,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
-from chat import agent, transcripts
+from chat import agent, agents, transcripts
 from chat.agent.redaction import redact
 from chat.models import (
     Conversation,
@@ -754,3 +754,37 @@ def test_deleting_a_conversation_takes_its_annotations(client: Client, rich: Con
     response = client.post(url(Conversation, "delete", rich.pk), {"post": "yes"})
     assert response.status_code == 302 and not Annotation.objects.exists()
     assert client.get(url(Annotation, "changelist")).status_code == 403
+
+
+def test_conversations_show_and_filter_by_the_agent_they_started_from(staff: Client) -> None:
+    owner = make.user("ada")
+    kept = make.conversation(owner, "Support as it was", system_prompts=["You help."])
+    support = agents.create_agent(name="Support", conversation=kept, user=owner)
+    changed = agents.start_conversation(user=owner, version=support.published)
+    changed.title = "Support changed"
+    changed.set_agent_parameters(changed.agent_parameters().changed(temperature=0.1))
+    changed.save()
+    default = make.conversation(owner, "On Default")
+    version_url = url(agents.AgentVersion, "change", support.published_id)
+
+    def listed(**query: object) -> set[int]:
+        response = staff.get(url(Conversation, "changelist"), query)
+        assert response.status_code == 200
+        return {row.pk for row in response.context["cl"].result_list}
+
+    assert listed(agent=support.pk) == {kept.pk, changed.pk}
+    assert listed(agent="default") == {default.pk}
+    listing = staff.get(url(Conversation, "changelist")).content.decode()
+    assert f'<a href="{version_url}">Support v1</a> (changed since)' in listing
+    assert "?agent=default" in listing and f"?agent={support.pk}" in listing
+    page = staff.get(url(Conversation, "change", kept.pk)).content.decode()
+    assert f'<a href="{version_url}">Support v1</a>' in page
+    assert "(changed since)" not in page
+    with CaptureQueriesContext(connection) as few:
+        staff.get(url(Conversation, "changelist"))
+    for number in range(3):
+        agents.start_conversation(user=owner, version=support.published)
+        make.conversation(owner, f"more {number}")
+    with CaptureQueriesContext(connection) as more:
+        staff.get(url(Conversation, "changelist"))
+    assert len(more) == len(few)

@@ -14,10 +14,11 @@ from django.utils.safestring import SafeString
 from chat import access, search
 from chat.forms import DEFAULT_PROVIDER_LABEL
 from chat.models import Conversation, ConversationQuerySet, EvalResult, Purpose
+from chat.models.agents import BUILT_IN_NAME
 from chat.runs.providers import model_expression
 
 from .base import LabAdmin, admin_link, json_block
-from .filters import ModelFilter, ProviderFilter, PurposeFilter, RunStatusFilter
+from .filters import AgentFilter, ModelFilter, ProviderFilter, PurposeFilter, RunStatusFilter
 from .transcript import transcript
 
 
@@ -28,6 +29,7 @@ class ConversationAdmin(LabAdmin):
         "owner",
         "provider",
         "model_name",
+        "agent_version_link",
         "run_count",
         "tool_call_count",
         "tokens",
@@ -41,13 +43,14 @@ class ConversationAdmin(LabAdmin):
         "shared",
         ProviderFilter,
         ModelFilter,
+        AgentFilter,
         RunStatusFilter,
         "updated_at",
         "created_at",
     )
     search_fields = ("title",)
     search_help_text = "Title, message text or tool name."
-    list_select_related = ("owner", "profile")
+    list_select_related = ("owner", "profile", "agent_version__agent")
     fields = (
         "owner",
         "title",
@@ -55,6 +58,7 @@ class ConversationAdmin(LabAdmin):
         "fork_list",
         "provider",
         "model_name",
+        "agent_version_link",
         "parameters_display",
         "run_count",
         "tool_call_count",
@@ -69,7 +73,8 @@ class ConversationAdmin(LabAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Conversation]:
         queryset = cast(ConversationQuerySet, super().get_queryset(request))
-        with_stats = queryset.select_related("owner", "profile").with_stats()
+        related = queryset.select_related("owner", "profile", "agent_version__agent")
+        with_stats = related.with_stats()
         return with_stats.annotate(model_name=model_expression())
 
     def get_search_results(
@@ -110,6 +115,16 @@ class ConversationAdmin(LabAdmin):
     @admin.display(description="model", ordering="model_name")
     def model_name(self, obj: Conversation) -> str:
         return getattr(obj, "model_name", "") or "—"
+
+    @admin.display(description="agent version", ordering="agent_version__agent__name")
+    def agent_version_link(self, obj: Conversation) -> SafeString | str:
+        """The version it started from, and whether its settings changed since (no query: the
+        version is selected with the conversation)."""
+        version = obj.agent_version
+        if version is None:
+            return BUILT_IN_NAME
+        link = admin_link(version)
+        return format_html("{} (changed since)", link) if obj.changed_from() else link
 
     @admin.display(description="runs", ordering="run_count")
     def run_count(self, obj: Conversation) -> int:

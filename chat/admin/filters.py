@@ -1,4 +1,4 @@
-"""List filters: by purpose, by model, by run status, by provider profile."""
+"""List filters: by purpose, by model, by run status, by provider profile, by agent."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest
 
 from chat.forms import DEFAULT_PROVIDER_LABEL
-from chat.models import Conversation, ProviderProfile, Purpose, Run, RunStatus
+from chat.models import Agent, Conversation, ProviderProfile, Purpose, Run, RunStatus
+from chat.models.agents import BUILT_IN_NAME
 from chat.runs.providers import model_expression
 
 
@@ -94,3 +95,26 @@ class ProviderFilter(admin.SimpleListFilter):
         if value == self.DEFAULT:
             return queryset.filter(profile__isnull=True)
         return queryset.filter(profile_id=value) if value.isdigit() else queryset.none()
+
+
+class AgentFilter(admin.SimpleListFilter):
+    """Which agent a conversation started from (any of its versions); "default" is the built-in
+    Default (no version)."""
+
+    title = "agent"
+    parameter_name = "agent"
+    DEFAULT = "default"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        found = Agent.objects.order_by("name").values_list("pk", "name")
+        return [(self.DEFAULT, BUILT_IN_NAME), *((str(pk), name) for pk, name in found)]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if not value:
+            return queryset
+        if value == self.DEFAULT:
+            return queryset.filter(agent_version__isnull=True)
+        return (
+            queryset.filter(agent_version__agent_id=value) if value.isdigit() else queryset.none()
+        )
