@@ -12,7 +12,7 @@ endpoint.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from asgiref.sync import sync_to_async
 from django.contrib import messages
@@ -25,9 +25,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from chat import access
+from chat.access import AgentAction
 from chat.agent import decisions
 from chat.evals import cases, compare, lifecycle, replay, tables
-from chat.evals.forms import CompareForm, RunForm
+from chat.evals.forms import CompareForm, RunForm, agent_comparison
 from chat.models import Case, CaseSet, Comparison, Conversation, EvalRun
 from chat.runs import RunRefused, tasks
 
@@ -206,15 +207,29 @@ def _compare_page(
     status: int = 200,
 ) -> HttpResponse:
     if form is None:
+        initial = _agent_initial(request, request.GET.get("agent", ""))
         chosen = request.GET.get("set", "")
-        form = CompareForm(
-            user=request.user,
-            conversation=conversation,
-            initial={"case_set": chosen} if chosen.isdigit() else None,
-        )
+        if chosen.isdigit():
+            initial["case_set"] = chosen
+        form = CompareForm(user=request.user, conversation=conversation, initial=initial)
     comparisons = Comparison.objects.select_related("created_by")[:RECENT]
     context = {"form": form, "conversation": conversation, "comparisons": comparisons}
     return render(request, "chat/evals/compare.html", context, status=status)
+
+
+def _agent_initial(request: AuthenticatedRequest, slug: str) -> dict[str, Any]:
+    """`?agent=<slug>`: the agent's published and newest other versions on its suite, each
+    thing left to choose said in a line; an agent the user may not use is one line too."""
+    if not slug:
+        return {}
+    found = access.agents(request.user, AgentAction.USE).filter(slug=slug).first()
+    if found is None:
+        messages.error(request, f"No agent “{slug[:100]}” that you may use.")
+        return {}
+    initial, lines = agent_comparison(request.user, found)
+    for line in lines:
+        messages.info(request, line)
+    return initial
 
 
 def _source(request: AuthenticatedRequest, value: str) -> Conversation | None:
@@ -270,7 +285,8 @@ def _checked_comparison(request: AuthenticatedRequest) -> HttpResponse | Compare
 @require_http_methods(["GET", "POST"])
 async def compare_start(request: AuthenticatedRequest) -> HttpResponse:
     """The Compare form (`?conversation=ID`: that conversation's last turn, `?set=ID`: a set
-    chosen); posted, the targets replay at once and the matrix fills in live."""
+    chosen, `?agent=SLUG`: the agent's published and newest other versions on its suite);
+    posted, the targets replay at once and the matrix fills in live."""
     if request.method != "POST":
 
         def page() -> HttpResponse:

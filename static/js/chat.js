@@ -426,6 +426,9 @@
     var defaults;
     try { defaults = JSON.parse(select.dataset.defaultModels); } catch (e) { return; }
     if (field && typeof defaults[select.value] === "string") field.placeholder = defaults[select.value];
+    // A target that brings its own model (an agent version): nothing to type beside it.
+    var own = select.dataset.ownModel;
+    if (field && own) field.disabled = select.value.indexOf(own) === 0;
   }
 
   function settingsEdited(target) {
@@ -475,6 +478,8 @@
     settingsEdited(target);
     if (!target.matches || !target.matches("select[data-default-models]")) return;
     placeholder(target);
+    var field = document.getElementById(target.dataset.modelField || "");
+    if (field && field.disabled) field.value = "";
     var root = picker();
     // Another provider: the model typed for the last one is not meant for it.
     if (root && root.contains(target) && parts(root).box) parts(root).box.value = "";
