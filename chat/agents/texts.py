@@ -11,8 +11,17 @@ from django.db.models import Count
 from chat import runs
 from chat.agent.contracts import AgentParameters
 from chat.agent.probes.report import clip
-from chat.models import Agent, AgentVersion, Configuration, ProviderProfile, Visibility
+from chat.models import (
+    Agent,
+    AgentVersion,
+    Configuration,
+    EvalRun,
+    EvalStatus,
+    ProviderProfile,
+    Visibility,
+)
 
+from . import suites
 from .defaults import DEFAULT
 from .differences import PARAMETERS, PROVIDER_DEFAULT, SERVER_ENDPOINT, Difference, Line, TextChange
 from .records import unavailable
@@ -23,6 +32,14 @@ CONTEXT = 2
 
 def version_name(version: AgentVersion | None) -> str:
     return DEFAULT.name if version is None else str(version)
+
+
+def suite_line(eval_run: EvalRun) -> str:
+    """`Support v4: 4 of 5 cases passed (eval run 12)`, or how its evaluation ended."""
+    passed = suites.passed_text(eval_run)
+    ended = "" if eval_run.status == EvalStatus.COMPLETED else f", {eval_run.status}"
+    name = eval_run.agent_version or eval_run.label
+    return f"{name}: {passed} passed (eval run {eval_run.pk}{ended})"
 
 
 def version_counts(agents: Iterable[Agent]) -> dict[int, int]:

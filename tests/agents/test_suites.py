@@ -6,115 +6,30 @@ publishing goes through the suite's gate."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async as sync
 from django.contrib.auth.models import User
 
-from chat import agents, transcripts
-from chat.agent import ChatMessage
+from chat import agents
 from chat.agents import suites
-from chat.evals import cases, replay
+from chat.evals import replay
 from chat.models import (
     Agent,
     AgentVersion,
     Case,
-    Conversation,
     EvalRun,
-    ProviderProfile,
     Publication,
     ResultVerdict,
     Visibility,
 )
 from chat.runs import tasks
 from chat.testing import factories as make
-from chat.testing.openai_script import MODEL, ScriptedResponse, text_turn, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer
 
+from .conftest import CLOCK_PROMPT, OLD_PROMPT, QUESTION, version_of
+
 pytestmark = pytest.mark.django_db(transaction=True)
-
-CLOCK_PROMPT = "Use the clock for any question about time."
-OLD_PROMPT = "You answer questions about the cards."
-QUESTION = "What time is it in Paris?"
-CLOCK_CALL = ("call_1", "get_current_time", '{"timezone": "Europe/Paris"}')
-
-
-def by_prompt(body: Any) -> ScriptedResponse:
-    """A provider that calls the clock only when its system prompt tells it to."""
-    prompts = [m.get("content") for m in body["messages"] if m["role"] == "system"]
-    if CLOCK_PROMPT in prompts:
-        return tool_turn([CLOCK_CALL])
-    return text_turn("I cannot tell the time.")
-
-
-@pytest.fixture
-def ada() -> User:
-    return make.user("ada")
-
-
-@pytest.fixture
-def local(fake_openai: FakeOpenAIServer) -> ProviderProfile:
-    fake_openai.responder = by_prompt
-    return ProviderProfile.objects.create(
-        name="local",
-        base_url=fake_openai.base_url,
-        api_key_env="",
-        model=MODEL,
-        available_to_everyone=True,
-    )
-
-
-def conversation_with(owner: User, profile: ProviderProfile, **parameters: Any) -> Conversation:
-    made = make.conversation(owner, "settings", **parameters)
-    made.profile = profile
-    made.save()
-    return made
-
-
-@pytest.fixture
-def support(ada: User, local: ProviderProfile) -> Agent:
-    """Support v1 (published, the old prompt, the cards' search) and v2 (a draft: the clock
-    prompt, the clock and a temperature), with a suite of one case kept from a conversation
-    held with yet another prompt and tool."""
-    made = conversation_with(
-        ada, local, system_prompts=[OLD_PROMPT], enabled_tools=["search_cards"]
-    )
-    agent = agents.create_agent(
-        name="Support", conversation=made, user=ada, visibility=Visibility.TEAM
-    )
-    made.set_agent_parameters(
-        made.agent_parameters().changed(
-            system_prompts=(CLOCK_PROMPT,),
-            pre_messages=({"role": "assistant", "content": "Ask me anything."},),
-            enabled_tools=("get_current_time",),
-            temperature=0.2,
-        )
-    )
-    made.save()
-    agents.new_version(agent=agent, conversation=made, user=ada, note="Use the clock.")
-    kept = conversation_with(
-        ada,
-        local,
-        system_prompts=["A prompt of the day the case was kept."],
-        pre_messages=[{"role": "user", "content": "Be brief."}],
-        enabled_tools=["search_cards"],
-    )
-    transcripts.append_messages(kept, [ChatMessage(role="user", content=QUESTION)], start=0)
-    case = cases.save_case(
-        kept,
-        0,
-        set_name="Support suite",
-        user=ada,
-        expected={"tool_calls": [{"name": "get_current_time", "arguments": {}}]},
-    )
-    agent.suite = case.case_set
-    agent.save()
-    return agent
-
-
-def version(agent: Agent, number: int) -> AgentVersion:
-    return agent.versions.select_related("agent", "profile").get(number=number)
 
 
 def evaluated(planned: suites.Planned, user: User) -> EvalRun:
@@ -132,8 +47,8 @@ def test_a_case_keeps_how_many_messages_its_preamble_is(support: Agent) -> None:
 def test_two_versions_give_different_verdicts_and_the_provider_sees_each_version(
     support: Agent, ada: User, fake_openai: FakeOpenAIServer
 ) -> None:
-    old = evaluated(suites.plan_evaluation(version(support, 1), user=ada), ada)
-    new = evaluated(suites.plan_evaluation(version(support, 2), user=ada), ada)
+    old = evaluated(suites.plan_evaluation(version_of(support, 1), user=ada), ada)
+    new = evaluated(suites.plan_evaluation(version_of(support, 2), user=ada), ada)
 
     assert (old.passed, old.failed) == (0, 1)
     assert (new.passed, new.failed) == (1, 0)
@@ -172,7 +87,7 @@ def test_a_case_kept_before_its_preamble_was_counted_loses_its_system_messages(
             {"role": "user", "content": QUESTION},
         ],
     )
-    evaluated(suites.plan_evaluation(version(support, 2), user=ada), ada)
+    evaluated(suites.plan_evaluation(version_of(support, 2), user=ada), ada)
     (sent,) = (r.body for r in fake_openai.requests if r.method == "POST")
     assert [m["content"] for m in sent["messages"]] == [
         CLOCK_PROMPT,
@@ -187,11 +102,11 @@ def test_an_evaluation_is_refused_without_a_suite_or_for_an_agent_one_may_not_us
     support.visibility = Visibility.PRIVATE
     support.save()
     with pytest.raises(agents.AgentRefused):
-        suites.plan_evaluation(version(support, 2), user=make.user("bob"))
+        suites.plan_evaluation(version_of(support, 2), user=make.user("bob"))
     support.suite = None
     support.save()
     with pytest.raises(agents.AgentRefused, match="Support has no suite"):
-        suites.plan_evaluation(version(support, 2), user=ada)
+        suites.plan_evaluation(version_of(support, 2), user=ada)
     assert not EvalRun.objects.exists()
 
 
@@ -203,7 +118,7 @@ def test_a_better_version_is_published_beside_the_published_ones_result(
 ) -> None:
     support.require_suite_pass = True
     support.save()
-    publishing = suites.plan_publication(version(support, 2), user=ada)
+    publishing = suites.plan_publication(version_of(support, 2), user=ada)
     assert publishing is not None and publishing.baseline is not None
 
     outcome = suites.run_publication(publishing, user=ada)
@@ -221,12 +136,12 @@ def test_a_better_version_is_published_beside_the_published_ones_result(
 def test_a_worse_version_is_not_published_when_the_agent_requires_the_suite(
     support: Agent, ada: User
 ) -> None:
-    suites.run_publication(suites.plan_publication(version(support, 2), user=ada), user=ada)
+    suites.run_publication(suites.plan_publication(version_of(support, 2), user=ada), user=ada)
     support.refresh_from_db()
     support.require_suite_pass = True
     support.save()
 
-    publishing = suites.plan_publication(version(support, 1), user=ada)
+    publishing = suites.plan_publication(version_of(support, 1), user=ada)
     assert publishing is not None
     # v2's evaluation on exactly these cases is reused, not run again.
     assert publishing.baseline is None
@@ -245,9 +160,9 @@ def test_a_worse_version_is_not_published_when_the_agent_requires_the_suite(
 def test_without_the_requirement_a_worse_version_is_published_and_both_results_shown(
     support: Agent, ada: User
 ) -> None:
-    suites.run_publication(suites.plan_publication(version(support, 2), user=ada), user=ada)
+    suites.run_publication(suites.plan_publication(version_of(support, 2), user=ada), user=ada)
     outcome = suites.run_publication(
-        suites.plan_publication(version(support, 1), user=ada), user=ada
+        suites.plan_publication(version_of(support, 1), user=ada), user=ada
     )
     assert outcome == (
         "Published Support v1: it passed 0 of 1 cases; Support v2 passed 1 of 1 cases."
@@ -255,10 +170,10 @@ def test_without_the_requirement_a_worse_version_is_published_and_both_results_s
 
 
 def test_a_version_published_meanwhile_is_not_overtaken(support: Agent, ada: User) -> None:
-    publishing = suites.plan_publication(version(support, 2), user=ada)
+    publishing = suites.plan_publication(version_of(support, 2), user=ada)
     assert publishing is not None
     third = AgentVersion.objects.create(
-        agent=support, number=3, profile=version(support, 1).profile, parameters={}, author=ada
+        agent=support, number=3, profile=version_of(support, 1).profile, parameters={}, author=ada
     )
     agents.publish(version=third, user=ada)
 
@@ -273,19 +188,19 @@ def test_publishing_without_a_suite_needs_no_evaluation_and_needs_the_change_rig
     support: Agent, ada: User
 ) -> None:
     with pytest.raises(agents.AgentRefused):
-        suites.plan_publication(version(support, 2), user=make.user("bob"))
+        suites.plan_publication(version_of(support, 2), user=make.user("bob"))
     with pytest.raises(agents.AgentRefused, match="already published"):
-        suites.plan_publication(version(support, 1), user=ada)
+        suites.plan_publication(version_of(support, 1), user=ada)
     support.suite = None
     support.save()
-    assert suites.plan_publication(version(support, 2), user=ada) is None
+    assert suites.plan_publication(version_of(support, 2), user=ada) is None
     assert not EvalRun.objects.exists()
 
 
 async def test_a_publication_from_a_page_concludes_before_its_end_is_told(
     support: Agent, ada: User
 ) -> None:
-    publishing = await sync(suites.plan_publication)(await sync(version)(support, 2), user=ada)
+    publishing = await sync(suites.plan_publication)(await sync(version_of)(support, 2), user=ada)
     assert publishing is not None
     task = suites.start_publication(publishing, user=ada)
     await asyncio.wait_for(task, 30)

@@ -188,9 +188,10 @@ def test_json_shape_and_output_file(
     eval_run = EvalRun.objects.get()
     assert line == f"1 of 2 cases did not pass on fake-model (eval run {eval_run.pk})."
     assert set(document) == {
-        "eval_run", "model", "label", "set", "repeat", "continue", "status", "rule", "cases",
-        "passed", "failed", "duration",
+        "eval_run", "model", "label", "agent", "set", "repeat", "continue", "status", "rule",
+        "cases", "passed", "failed", "duration",
     }  # fmt: skip
+    assert document["agent"] is None
     assert (document["eval_run"], document["model"], document["rule"]) == (
         eval_run.pk,
         MODEL,

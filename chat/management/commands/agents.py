@@ -11,8 +11,8 @@ from django.contrib.auth.models import User
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from chat import agents
-from chat.agents import records, texts
-from chat.management.terminal import lines_to, open_file, plain, table, user_named
+from chat.agents import records, suites, texts
+from chat.management.terminal import lines_to, open_file, plain, plural, table, user_named
 from chat.models import Agent, AgentVersion, Conversation, Visibility
 
 
@@ -129,19 +129,48 @@ class Command(BaseCommand):
             conversation=conversation(options["from_conversation"]),
             user=user,
             note=options["note"],
-            publish=options["publish"],
         )
-        state = "published" if made.is_published else "a draft (agents publish NAME@N)"
-        self.made(user, made, f"made {made}: {state}")
+        if options["publish"]:
+            self.publish_version(user, made, f"made {made}: published")
+            return
+        self.made(user, made, f"made {made}: a draft (agents publish NAME@N)")
 
     def publish(self, user: User, reference: str) -> None:
         if "@" not in reference:
             raise CommandError(f"{reference!r}: write NAME@N, the version to publish.")
         version = stored(find(user, reference))
+        if version.is_published:
+            self.made(user, version, f"published {version} (it already was)")
+            return
         was = version.agent.published
-        version.agent = agents.publish(version=version, user=user)  # as it now is
-        before = "it already was" if was == version else f"was {was}"
-        self.made(user, version, f"published {version} ({before})")
+        self.publish_version(user, version, f"published {version} (was {was})")
+
+    def publish_version(self, user: User, version: AgentVersion, line: str) -> None:
+        """Publish, through the agent's suite when it has one: the version is evaluated first,
+        shown beside the published version's result; refused by the gate, exit status 1."""
+        publishing = suites.plan_publication(version, user=user)
+        if publishing is None:
+            version.agent = agents.publish(version=version, user=user)  # as it now is
+            self.made(user, version, line)
+            return
+        candidate = publishing.candidate.eval_run
+        self.stderr.write(
+            f"Evaluating {version} on the suite {candidate.set_name!r} "
+            f"({plural(len(publishing.candidate.cases), 'case')}) before publishing it…"
+        )
+        try:
+            outcome = suites.run_publication(publishing, user=user)
+        except KeyboardInterrupt:
+            raise CommandError(
+                f"Stopped: {version} is not published; eval run {candidate.pk} is cancelled."
+            ) from None
+        candidate.refresh_from_db()
+        for shown in filter(None, (candidate, candidate.baseline)):
+            self.stderr.write(texts.suite_line(shown))
+        version.agent.refresh_from_db()
+        if not version.is_published:
+            raise CommandError(outcome)
+        self.made(user, version, outcome)
 
     def made(self, user: User, version: AgentVersion | None, line: str) -> None:
         if version is None:  # an agent always has its published version; said, not assumed

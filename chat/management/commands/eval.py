@@ -7,16 +7,16 @@ import json
 import logging
 import textwrap
 import time
-from collections import Counter
-from dataclasses import dataclass
-from statistics import fmean
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from chat import agents
 from chat.agent import decisions
 from chat.agent.probes.report import clip
+from chat.agents import suites
 from chat.evals import replay
+from chat.management.outcomes import Outcome, report, summary_line, verdict_text
 from chat.management.terminal import (
     Progress,
     RetryProgress,
@@ -41,71 +41,6 @@ from chat.models import (
 from chat.runs import RunRefused
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """One case of an evaluation and its attempts. It passes when every attempt passed; it
-    failed when an attempt decided otherwise; otherwise (attempts that only errored, or
-    none made) it is an error."""
-
-    case: Case
-    attempts: list[EvalResult]
-
-    @property
-    def passed(self) -> int:
-        return sum(1 for result in self.attempts if result.passed)
-
-    @property
-    def verdict(self) -> str:
-        if self.attempts and self.passed == len(self.attempts):
-            return ResultVerdict.PASSED
-        if any(result.verdict == ResultVerdict.FAILED for result in self.attempts):
-            return ResultVerdict.FAILED
-        return ResultVerdict.ERROR
-
-    @property
-    def pass_rate(self) -> float | None:
-        return self.passed / len(self.attempts) if self.attempts else None
-
-    @property
-    def latency(self) -> float | None:
-        """The mean latency of the attempts that have one, in seconds."""
-        found = [r.latency for r in self.attempts if r.latency is not None]
-        return fmean(found) if found else None
-
-    @property
-    def tokens(self) -> float | None:
-        """The mean prompt + completion tokens of an attempt."""
-        return fmean(r.tokens for r in self.attempts) if self.attempts else None
-
-    @property
-    def got(self) -> dict[str, Any] | None:
-        """The decision most attempts made; None when none decided anything."""
-        decided: dict[str, dict[str, Any]] = {
-            json.dumps(r.got, sort_keys=True): r.got for r in self.attempts if r.got
-        }
-        if not decided:
-            return None
-        made = Counter(json.dumps(r.got, sort_keys=True) for r in self.attempts if r.got)
-        return decided[made.most_common(1)[0][0]]
-
-    def got_text(self, limit: int) -> str:
-        """The decision made, within `limit` characters; when attempts differ, each decision
-        with how many made it."""
-        made = Counter(r.got_text for r in self.attempts if r.got is not None)
-        if len(made) <= 1:
-            return clip(next(iter(made), "—"), limit)
-        return ", ".join(f"{clip(text, limit - 10)} x{n}" for text, n in made.most_common())
-
-    @property
-    def reason(self) -> str:
-        """Why it did not pass: each attempt's reason, once."""
-        return "; ".join(dict.fromkeys(r.reason for r in self.failures if r.reason))
-
-    @property
-    def failures(self) -> list[EvalResult]:
-        return [result for result in self.attempts if not result.passed]
-
-
 class Command(BaseCommand):
     help = (
         "Replay evaluation cases (`manage.py cases`) on a model and compare the tool calls it "
@@ -124,6 +59,13 @@ class Command(BaseCommand):
             "another --base-url, no key unless this is given). Never printed nor stored.",
         )
         parser.add_argument("--model", help="Model name (default: the endpoint's).")
+        parser.add_argument(
+            "--agent",
+            metavar="NAME[@N]",
+            help="Replay with this agent version's system prompts, pre-messages, tools and "
+            "parameters, on its endpoint and model, instead of each case's own (NAME: its "
+            "published version); --set defaults to the agent's suite.",
+        )
         parser.add_argument(
             "--profile", metavar="NAME", help="Replay on this provider profile's endpoint."
         )
@@ -160,30 +102,16 @@ class Command(BaseCommand):
             )
         user = user_named(options["user"] or "cli", create=not options["user"])
         case_set = _case_set(options["set"])
-        chosen_cases = _cases(case_set)
-        try:
-            chosen = replay.target(
-                profile=_profile(options["profile"], user),
-                model=options["model"],
-                base_url=options["base_url"],
-                api_key=options["api_key"],
-            )
-        except RunRefused as exc:
-            raise CommandError(str(exc)) from None
         output = open_file(options["output"]) if options["output"] else None
         try:
-            eval_run = replay.create_eval_run(
-                chosen_cases,
-                chosen,
-                user=user,
-                case_set=case_set,
-                repeat=options["repeat"],
-                continue_loop=options["continue_loop"],
-            )
-        except RunRefused as exc:
+            if options["agent"]:
+                eval_run, chosen_cases, chosen = _agent_plan(user, case_set, options)
+            else:
+                eval_run, chosen_cases, chosen = _plan(user, case_set, options)
+        except CommandError:
             if output is not None:
                 output.close()
-            raise CommandError(str(exc)) from None
+            raise
         if note := unsent_key_note(options["base_url"], given=bool(options["api_key"])):
             self.stderr.write(note)
         try:
@@ -272,81 +200,65 @@ class Command(BaseCommand):
                 self.stdout.write(f"    ✗ {attempt}{reason}", style_func=plain)
 
 
-def verdict_text(outcome: Outcome) -> str:
-    if len(outcome.attempts) == 1:
-        return str(outcome.attempts[0].verdict)
-    return f"{outcome.passed}/{len(outcome.attempts)} passed"
-
-
-def summary_line(eval_run: EvalRun, outcomes: list[Outcome], *, seconds: float) -> str:
-    """`3 cases, 5 attempts: 4 passed, 1 failed (80%) on MODEL in 1.2 s; eval run 12`."""
-    attempts = [result for outcome in outcomes for result in outcome.attempts]
-    counts = Counter(result.verdict for result in attempts)
-    tally = f"{counts[ResultVerdict.PASSED]} passed, {counts[ResultVerdict.FAILED]} failed"
-    if counts[ResultVerdict.ERROR]:
-        tally += f", {plural(counts[ResultVerdict.ERROR], 'error')}"
-    rate = f" ({100 * counts[ResultVerdict.PASSED] / len(attempts):.0f}%)" if attempts else ""
-    return (
-        f"{plural(len(outcomes), 'case')}, {plural(len(attempts), 'attempt')}: {tally}{rate} "
-        f"on {eval_run.label} in {seconds:.1f} s; eval run {eval_run.pk}"
-    )
-
-
-def report(eval_run: EvalRun, outcomes: list[Outcome], *, seconds: float) -> dict[str, Any]:
-    """The evaluation as one JSON document (--json, --output); `passed` and `failed` count
-    cases, each attempt carries its own verdict."""
-    passed = sum(1 for outcome in outcomes if outcome.verdict == ResultVerdict.PASSED)
-    return {
-        "eval_run": eval_run.pk,
-        "model": eval_run.model,
-        "label": eval_run.label,
-        "set": eval_run.set_name,
-        "repeat": eval_run.repeat,
-        "continue": eval_run.continue_loop,
-        "status": eval_run.status,
-        "rule": decisions.RULE,
-        "cases": [_case_report(outcome) for outcome in outcomes],
-        "passed": passed,
-        "failed": len(outcomes) - passed,
-        "duration": round(seconds, 3),
-    }
-
-
-def _case_report(outcome: Outcome) -> dict[str, Any]:
-    case = outcome.case
-    return {
-        "case": f"{case.case_set.name} #{case.pk}",
-        "case_id": case.pk,
-        "title": case.title,
-        "verdict": outcome.verdict,
-        "expected": case.expected,
-        "got": outcome.got,
-        "attempts": [
-            {
-                "attempt": result.attempt,
-                "verdict": result.verdict,
-                "reason": result.reason,
-                "got": result.got,
-                "answer": result.answer,
-                "latency": result.latency,
-                "prompt_tokens": result.prompt_tokens,
-                "completion_tokens": result.completion_tokens,
-                "run": result.run_id,
-            }
-            for result in outcome.attempts
-        ],
-        "pass_rate": outcome.pass_rate,
-        "latency": outcome.latency,
-        "tokens": outcome.tokens,
-        "reason": outcome.reason,
-    }
-
-
 def _outcomes(eval_run: EvalRun, chosen_cases: list[Case]) -> list[Outcome]:
     by_case: dict[int | None, list[EvalResult]] = {}
     for result in replay.results(eval_run):
         by_case.setdefault(result.case_id, []).append(result)
     return [Outcome(case, by_case.get(case.pk, [])) for case in chosen_cases]
+
+
+def _plan(
+    user: Any, case_set: CaseSet | None, options: dict[str, Any]
+) -> tuple[EvalRun, list[Case], replay.Target]:
+    """An evaluation of the cases on the endpoint the options name."""
+    chosen_cases = _cases(case_set)
+    try:
+        chosen = replay.target(
+            profile=_profile(options["profile"], user),
+            model=options["model"],
+            base_url=options["base_url"],
+            api_key=options["api_key"],
+        )
+        eval_run = replay.create_eval_run(
+            chosen_cases,
+            chosen,
+            user=user,
+            case_set=case_set,
+            repeat=options["repeat"],
+            continue_loop=options["continue_loop"],
+        )
+    except RunRefused as exc:
+        raise CommandError(str(exc)) from None
+    return eval_run, chosen_cases, chosen
+
+
+def _agent_plan(
+    user: Any, case_set: CaseSet | None, options: dict[str, Any]
+) -> tuple[EvalRun, list[Case], replay.Target]:
+    """An evaluation of an agent version on a case set (its suite by default)."""
+    flags = ("profile", "base-url", "model", "api-key")
+    given = [f"--{flag}" for flag in flags if options[flag.replace("-", "_")]]
+    if given:
+        raise CommandError(
+            f"--agent replays on the version's own endpoint and model: leave out "
+            f"{', '.join(given)}."
+        )
+    try:
+        version = agents.find_version(user, options["agent"])
+        if version is None:
+            raise agents.AgentRefused(
+                "The built-in Default has no suite and no prompts of its own: name an agent."
+            )
+        planned = suites.plan_evaluation(
+            version,
+            user=user,
+            case_set=case_set,
+            repeat=options["repeat"],
+            continue_loop=options["continue_loop"],
+        )
+    except agents.AgentRefused as exc:
+        raise CommandError(str(exc)) from None
+    return planned.eval_run, planned.cases, planned.target
 
 
 def _case_set(name: str | None) -> CaseSet | None:
