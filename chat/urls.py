@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import include, path
 
 from chat import inspector, picker, search, views
+from chat.agents import page as agent_page
 from chat.agents import views as agent_views
 from chat.evals.annotations import reply_annotation, tool_call_annotation
 from chat.evals.saving import reply_case, tool_call_case
@@ -13,7 +14,8 @@ urlpatterns = [
     path("c/new/", views.conversation_create, name="conversation_create"),
     path("agents/choose/", agent_views.agent_choices, name="agent_choices"),
     path("agents/default/", agent_views.agent_default, name="agent_default"),
-    path("agents/<slug:slug>/versions/", agent_views.agent_detail, name="agent_detail"),
+    path("agents/<slug:slug>/versions/", agent_page.agent_detail, name="agent_detail"),
+    path("agents/<slug:slug>/suite/", agent_page.agent_suite, name="agent_suite"),
     path("search/", search.conversation_search, name="conversation_search"),
     path("evals/", include("chat.evals.urls")),
     path("c/<int:pk>/", views.conversation_detail, name="conversation_detail"),

@@ -9,11 +9,11 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import access
-from chat.access import Action, AgentAction
+from chat.access import Action
 from chat.agent import humanize
 from chat.models import Agent, AgentVersion, Configuration, Conversation
 
@@ -25,7 +25,7 @@ from .defaults import (
     default_version,
     offered_to,
 )
-from .differences import Difference, difference
+from .differences import difference
 from .exceptions import AgentRefused
 from .versions import find_version, start_conversation
 
@@ -103,33 +103,6 @@ def tool_names(names: tuple[str, ...]) -> tuple[str, ...]:
     """Display names; a whole MCP server (`docs__*`) reads as "Every tool of docs"."""
     return tuple(
         f"Every tool of {name[:-3]}" if name.endswith("__*") else humanize(name) for name in names
-    )
-
-
-@dataclass(frozen=True)
-class VersionRow:
-    """A version on its agent's page, and what changed from the one before it (None: the first)."""
-
-    version: AgentVersion
-    changes: Difference | None
-
-
-@login_required
-@require_GET
-def agent_detail(request: HttpRequest, slug: str) -> HttpResponse:
-    """An agent's versions, newest first, each with what changed from the one before it."""
-    agent = get_object_or_404(
-        access.agents(request.user, AgentAction.USE).select_related("owner"), slug=slug
-    )
-    versions = list(agent.versions.select_related("agent", "author", "profile").order_by("number"))
-    rows = [
-        VersionRow(version, difference(versions[n - 1], version) if n else None)
-        for n, version in enumerate(versions)
-    ]
-    return render(
-        request,
-        "chat/agents/detail.html",
-        {"agent": agent, "rows": rows[::-1]},
     )
 
 
