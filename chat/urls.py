@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.urls import include, path
 
 from chat import inspector, picker, search, views
+from chat.agents import actions as agent_actions
 from chat.agents import page as agent_page
 from chat.agents import views as agent_views
 from chat.evals.annotations import reply_annotation, tool_call_annotation
@@ -16,10 +17,22 @@ urlpatterns = [
     path("agents/default/", agent_views.agent_default, name="agent_default"),
     path("agents/<slug:slug>/versions/", agent_page.agent_detail, name="agent_detail"),
     path("agents/<slug:slug>/suite/", agent_page.agent_suite, name="agent_suite"),
+    path(
+        "agents/<slug:slug>/versions/<int:number>/evaluate/",
+        agent_actions.version_evaluate,
+        name="agent_version_evaluate",
+    ),
+    path(
+        "agents/<slug:slug>/versions/<int:number>/publish/",
+        agent_actions.version_publish,
+        name="agent_version_publish",
+    ),
     path("search/", search.conversation_search, name="conversation_search"),
     path("evals/", include("chat.evals.urls")),
     path("c/<int:pk>/", views.conversation_detail, name="conversation_detail"),
     path("c/<int:pk>/changes/", agent_views.conversation_changes, name="conversation_changes"),
+    path("c/<int:pk>/changes/version/", agent_views.save_version, name="conversation_save_version"),
+    path("c/<int:pk>/changes/agent/", agent_views.save_agent, name="conversation_save_agent"),
     path("c/<int:pk>/settings/", views.conversation_settings, name="conversation_settings"),
     path("c/<int:pk>/model/", picker.conversation_model, name="conversation_model"),
     path("c/<int:pk>/model/list/", picker.conversation_models, name="conversation_models"),

@@ -43,7 +43,8 @@ def render(template: str, partial: str, context: dict[str, Any]) -> str:
 
 def finished_text(eval_run: EvalRun) -> str:
     tally = f": {eval_run.passed} passed, {eval_run.failed} failed"
-    return ended_text("evaluation", eval_run.status, eval_run.error, tally)
+    said = ended_text("evaluation", eval_run.status, eval_run.error, tally)
+    return f"{said} {eval_run.outcome}" if eval_run.outcome else said
 
 
 def run_fragments(eval_run: EvalRun, result: EvalResult | None = None) -> list[str]:
@@ -58,6 +59,8 @@ def run_fragments(eval_run: EvalRun, result: EvalResult | None = None) -> list[s
     if not eval_run.is_active:
         page += render(RUN_TEMPLATE, "actions", {**context, "can_stop": False})
         page += render(RUN_TEMPLATE, "announce", {**context, "announce": finished_text(eval_run)})
+        if eval_run.publishes:
+            page += render(RUN_TEMPLATE, "publication", context)
     if result is not None and result.case_id is not None and compare.covered_cases(eval_run):
         rows = render(RUN_TEMPLATE, "result-row", {**context, "slot": slot_of(result)})
     else:

@@ -168,7 +168,14 @@ def case_set_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 @login_required
 def eval_run_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     eval_run = get_object_or_404(
-        EvalRun.objects.select_related("case_set", "started_by", "comparison"), pk=pk
+        EvalRun.objects.select_related(
+            "case_set",
+            "started_by",
+            "comparison",
+            "agent_version__agent",
+            "baseline__agent_version",
+        ),
+        pk=pk,
     )
     shown = tables.table(eval_run)
     context = {
