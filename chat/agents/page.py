@@ -77,6 +77,11 @@ class VersionRow:
     evaluations: tuple[EvalRun, ...] = ()
     evaluation_count: int = 0
 
+    @property
+    def unused(self) -> bool:
+        """No conversation, mark or evaluation yet: the page says so in one line."""
+        return not (self.conversation_count or self.marks.any or self.evaluation_count)
+
 
 class CaseSetChoice(forms.ModelChoiceField[CaseSet]):
     def label_from_instance(self, obj: CaseSet) -> str:

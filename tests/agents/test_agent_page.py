@@ -199,6 +199,7 @@ def test_the_owner_attaches_replaces_and_detaches_the_suite(client_in: Client, u
     billing, returns = suite_with("billing", 2), suite_with("returns", 1)
     page = page_of(client_in, support).content.decode()
     assert "No suite: new versions are published without an evaluation." in page
+    assert "No conversations, marks or evaluations yet." in page
     assert '<option value="" selected>No suite</option>' in page
     assert f'<option value="{billing.pk}">billing (2 cases)</option>' in page
 
