@@ -32,6 +32,14 @@ def humanize(name: str) -> str:
     return text[:1].upper() + text[1:] if text else "Unnamed tool"
 
 
+def choice_label(name: str) -> str:
+    """Display name of a chosen tool: as `humanize`; a whole MCP server (`docs__*`) reads
+    "Every tool of docs"."""
+    if name.endswith("__*"):
+        return f"Every tool of {name[:-3]}"
+    return humanize(name)
+
+
 class ToolDefinition(BaseModel):
     """What is offered to the model: a name, a description and a JSON Schema for arguments."""
 

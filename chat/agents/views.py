@@ -1,5 +1,6 @@
-"""Pages of agents: the choice of agent for a new conversation, each user's default, and what
-the conversation page shows of the agent it started from."""
+"""Pages of agents: the choice of agent for a new conversation, each user's default, what the
+conversation page shows of the agent it started from, and its changes since, kept as a new
+version or a new agent."""
 
 from __future__ import annotations
 
@@ -8,14 +9,16 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models import Max
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import access
-from chat.access import Action
-from chat.agent import humanize
+from chat.access import Action, AgentAction
+from chat.agent.tools import choice_label
 from chat.models import Agent, AgentVersion, Configuration, Conversation
+from chat.models.agents import comparable
 
 from .defaults import (
     DEFAULT,
@@ -27,7 +30,8 @@ from .defaults import (
 )
 from .differences import difference
 from .exceptions import AgentRefused
-from .versions import find_version, start_conversation
+from .forms import NewAgentForm, NewVersionForm
+from .versions import create_agent, find_version, new_version, start_conversation
 
 
 @dataclass(frozen=True)
@@ -84,6 +88,7 @@ def shown_agent(conversation: Conversation) -> dict[str, Any]:
     return {
         "agent_version": version,
         "changed_from": conversation.changed_from(),
+        "changed_from_default": changed_from_default(conversation),
         "agent_tools": tools,
     }
 
@@ -101,24 +106,140 @@ def _choice(offer: Offer, published: dict[Any, AgentVersion], chosen: Any) -> Ch
 
 def tool_names(names: tuple[str, ...]) -> tuple[str, ...]:
     """Display names; a whole MCP server (`docs__*`) reads as "Every tool of docs"."""
-    return tuple(
-        f"Every tool of {name[:-3]}" if name.endswith("__*") else humanize(name) for name in names
-    )
+    return tuple(choice_label(name) for name in names)
 
 
 @login_required
 @require_GET
 def conversation_changes(request: HttpRequest, pk: int) -> HttpResponse:
-    """What a conversation's settings are now, against the agent version it started from."""
-    conversation = access.conversation(
-        request.user, Action.READ, pk, Conversation.objects.select_related("agent_version__agent")
-    )
-    version = conversation.agent_version
-    if version is None:
-        raise Http404("This conversation started from the built-in Default.")
+    """What a conversation's settings are now, against the agent version it started from (or
+    the built-in Default's, once they differ), and the forms that keep them."""
+    return _changes_page(request, _changed(request.user, pk))
+
+
+@login_required
+@require_POST
+def save_version(request: HttpRequest, pk: int) -> HttpResponse:
+    """The conversation's settings as the next version of the agent it started from."""
+    conversation = _changed(request.user, pk)
+    started_from = conversation.agent_version
+    if started_from is None:
+        raise Http404("The built-in Default has no versions: save these settings as an agent.")
+    form = NewVersionForm(request.POST)
+    if not form.is_valid():
+        return _refused(request, conversation, form.error_line(), version_form=form)
     try:
-        changes = difference(version, Configuration.of(conversation))
+        made = new_version(
+            agent=started_from.agent,
+            conversation=conversation,
+            user=request.user,
+            note=form.cleaned_data["note"],
+            publish=form.cleaned_data["publish"],
+        )
+    except AgentRefused as exc:
+        return _refused(request, conversation, str(exc), version_form=form)
+    line = f"Saved as {made}."
+    if made.is_published:
+        line += f" New conversations with {made.agent.name} start from it."
+    messages.success(request, line + _kept(conversation, made))
+    return redirect("chat:conversation_detail", conversation.pk)
+
+
+@login_required
+@require_POST
+def save_agent(request: HttpRequest, pk: int) -> HttpResponse:
+    """The conversation's settings as version 1 of a new agent of the user's (a reader of a
+    team-shared conversation too: the conversation itself stays as it is)."""
+    conversation = _changed(request.user, pk)
+    form = NewAgentForm(request.POST)
+    if not form.is_valid():
+        return _refused(request, conversation, form.error_line(), agent_form=form)
+    try:
+        made = create_agent(
+            name=form.cleaned_data["name"],
+            conversation=conversation,
+            user=request.user,
+            description=form.cleaned_data["description"],
+            visibility=form.cleaned_data["visibility"],
+        )
+    except AgentRefused as exc:
+        return _refused(request, conversation, str(exc), agent_form=form)
+    kept = _kept(conversation, made.published)
+    messages.success(request, f"Saved as a new agent, {made.name}.{kept}")
+    return redirect("chat:conversation_detail", conversation.pk)
+
+
+def changed_from_default(conversation: Conversation) -> bool:
+    """Whether a conversation started from the built-in Default has settings of its own now
+    (an endpoint, or parameters other than the server's); invalid settings say nothing."""
+    if conversation.agent_version_id is not None:
+        return False
+    if conversation.profile_id is not None:
+        return True
+    try:
+        parameters = conversation.agent_parameters()
+    except ValueError:
+        return False
+    return comparable(parameters) != comparable(DEFAULT.configuration().parameters)
+
+
+def _changed(user: Any, pk: int) -> Conversation:
+    """The conversation `user` may read, if it started from an agent version or its settings
+    differ from Default's; else 404 (there is nothing to compare, nor to save)."""
+    conversation = access.conversation(
+        user, Action.READ, pk, Conversation.objects.select_related("owner", "agent_version__agent")
+    )
+    if conversation.agent_version is None and not changed_from_default(conversation):
+        raise Http404("This conversation has the built-in Default's settings.")
+    return conversation
+
+
+def _changes_page(
+    request: HttpRequest,
+    conversation: Conversation,
+    *,
+    version_form: NewVersionForm | None = None,
+    agent_form: NewAgentForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    version = conversation.agent_version
+    try:
+        now = Configuration.of(conversation)
     except ValueError:
         raise Http404("This conversation's settings are invalid.") from None
-    context = {"conversation": conversation, "version": version, "changes": changes}
-    return render(request, "chat/agents/changes.html", context)
+    changes = difference(DEFAULT.configuration() if version is None else version, now)
+    agent = None if version is None else version.agent
+    refused = "" if agent is None else access.agent_denied(request.user, AgentAction.CHANGE, agent)
+    newest = 0
+    if agent is not None and not refused:
+        newest = agent.versions.aggregate(newest=Max("number"))["newest"] or 0
+    context = {
+        "conversation": conversation,
+        "version": version,
+        "started_from": DEFAULT.name if version is None else str(version),
+        "changes": changes,
+        "change_refused": refused,
+        "next_version": f"{agent.name} v{newest + 1}" if agent is not None else "",
+        "version_form": version_form or NewVersionForm(),
+        "agent_form": agent_form or NewAgentForm(),
+    }
+    return render(request, "chat/agents/changes.html", context, status=status)
+
+
+def _refused(
+    request: HttpRequest, conversation: Conversation, line: str, **forms: Any
+) -> HttpResponse:
+    """The changes page again, with the refusal in one line and what was typed kept."""
+    messages.error(request, line)
+    return _changes_page(request, conversation, status=422, **forms)
+
+
+def _kept(conversation: Conversation, made: AgentVersion | None) -> str:
+    """What a reader of someone else's conversation is told: it still names its own version."""
+    if made is not None and conversation.agent_version_id == made.pk:
+        return ""
+    if access.is_replay(conversation):
+        why = "an evaluation's replay stays as it was recorded"
+    else:
+        why = f"it is {conversation.owner.get_username()}'s"
+    return f" This conversation still names what it started from: {why}."

@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 from django.utils.timezone import localtime
 
 from chat import search
-from chat.agent.tools import humanize
+from chat.agent.tools import choice_label, humanize
 from chat.models import ToolFailure
 from chat.rendering import markdown
 from chat.turns import PAGE_TEXT_CHARS
@@ -35,6 +35,12 @@ STATUS_TITLES = {
     "unknown": "No execution log",
 }
 FAILURE_LABELS = dict(ToolFailure.choices)
+
+
+@register.filter
+def tool_choice(name: str) -> str:
+    """A chosen tool as people read it (`docs__*`: "Every tool of docs")."""
+    return choice_label(str(name))
 
 
 @register.filter
