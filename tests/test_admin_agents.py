@@ -34,9 +34,10 @@ def support(owner: User, *, versions: int = 2, **fields: Any) -> Agent:
     for number in range(2, versions + 1):
         made.set_agent_parameters(made.agent_parameters().changed(max_tokens=number))
         made.save()
-        agents.new_version(
-            agent=agent, conversation=made, user=owner, note=f"Tokens {number}", publish=True
+        made_version = agents.new_version(
+            agent=agent, conversation=made, user=owner, note=f"Tokens {number}"
         )
+        agents.publish(version=made_version, user=owner)
     agent.refresh_from_db()
     return agent
 
@@ -220,6 +221,8 @@ def test_the_pages_run_a_fixed_number_of_queries(staff: Client) -> None:
     for number in range(3, 7):
         made.set_agent_parameters(made.agent_parameters().changed(top_p=number / 10))
         made.save()
-        agents.new_version(agent=agent, conversation=made, user=ada, publish=True)
+        agents.publish(
+            version=agents.new_version(agent=agent, conversation=made, user=ada), user=ada
+        )
     agents.create_agent(name="Billing", conversation=make.conversation(ada), user=ada)
     assert counted() == few

@@ -22,7 +22,6 @@ from chat.runs import tasks
 
 from . import suites
 from .exceptions import AgentRefused
-from .publishing import publish
 
 
 def _version(user: Any, slug: str, number: int) -> AgentVersion:
@@ -68,10 +67,7 @@ async def version_publish(request: HttpRequest, slug: str, number: int) -> HttpR
 
     def plan() -> tuple[AgentVersion, suites.Publishing | None]:
         version = _version(user, slug, number)
-        publishing = suites.plan_publication(version, user=user)
-        if publishing is None:
-            publish(version=version, user=user)
-        return version, publishing
+        return version, suites.publish_or_plan(version, user=user)
 
     if tasks.stopping.is_set():
         await sync_to_async(messages.error)(request, STOPPING)

@@ -44,7 +44,8 @@ class NewVersionForm(_Form):
     publish = forms.BooleanField(
         required=False,
         label="Publish it now",
-        help_text="New conversations start from it. Left unticked, it is a draft to try first.",
+        help_text="New conversations start from it (once it passes the agent's suite, when it "
+        "has one). Left unticked, it is a draft to try first.",
     )
 
 

@@ -28,7 +28,7 @@ from chat.models import AgentVersion, Case, CaseSet, EvalRun, EvalStatus
 from chat.runs import RunRefused, tasks
 
 from .exceptions import AgentRefused
-from .publishing import lock, mark_published
+from .publishing import lock, mark_published, publish
 from .versions import check_endpoint
 
 REUSED_CANDIDATES = 5
@@ -123,6 +123,15 @@ def plan_publication(version: AgentVersion, *, user: Any) -> Publishing | None:
         candidate.eval_run.baseline = compared
         candidate.eval_run.save(update_fields=["publishes", "baseline"])
     return Publishing(candidate, baseline)
+
+
+def publish_or_plan(version: AgentVersion, *, user: Any) -> Publishing | None:
+    """Publish `version` at once when its agent has no suite with cases (None); otherwise the
+    evaluations its publication waits on, for the caller to run. Refused as `plan_publication`."""
+    publishing = plan_publication(version, user=user)
+    if publishing is None:
+        publish(version=version, user=user)
+    return publishing
 
 
 def reusable(version: AgentVersion, case_set: CaseSet, found: list[Case]) -> EvalRun | None:

@@ -82,11 +82,11 @@ def create_agent(
 
 
 def new_version(
-    *, agent: Agent, conversation: Conversation, user: Any, note: str = "", publish: bool = False
+    *, agent: Agent, conversation: Conversation, user: Any, note: str = ""
 ) -> AgentVersion:
-    """The agent's next version, holding the conversation's settings, with a note saying what
-    changed; published at once with `publish`. The conversation, when it is `user`'s own, now
-    records the new version.
+    """The agent's next version, a draft, holding the conversation's settings, with a note
+    saying what changed (`suites.publish_or_plan` publishes it, through the agent's suite).
+    The conversation, when it is `user`'s own, now records the new version.
 
     Refused: `user` may not change the agent or read the conversation; the settings are the
     agent's latest version's (nothing changed); the settings or the note do not pass the gate.
@@ -105,10 +105,7 @@ def new_version(
                 f"These settings are {latest}'s: nothing changed, so no version was made."
             )
         version = _add_version(locked, configuration, user, note)
-        if publish:
-            mark_published(locked, version, user)
         _record_in(conversation, version, user)
-    agent.published_id = locked.published_id
     return version
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from channels.db import database_sync_to_async as sync_to_async
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.db.models import Max
@@ -31,6 +32,7 @@ from .defaults import (
 from .differences import difference
 from .exceptions import AgentRefused
 from .forms import NewAgentForm, NewVersionForm
+from .suites import Publishing, publish_or_plan, start_publication
 from .versions import create_agent, find_version, new_version, start_conversation
 
 
@@ -119,9 +121,20 @@ def conversation_changes(request: HttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def save_version(request: HttpRequest, pk: int) -> HttpResponse:
-    """The conversation's settings as the next version of the agent it started from."""
-    conversation = _changed(request.user, pk)
+async def save_version(request: HttpRequest, pk: int) -> HttpResponse:
+    """The conversation's settings as the next version of the agent it started from; with
+    "Publish it now", published as the agent page's Publish does: through the agent's suite
+    when it has one (its evaluation's page then shows what became of the version)."""
+    user = await request.auser()
+    saved = await sync_to_async(_save_version)(request, user, pk)
+    if isinstance(saved, HttpResponse):
+        return saved
+    start_publication(saved, user=user)
+    return redirect("chat:evals:run", saved.candidate.eval_run.pk)
+
+
+def _save_version(request: HttpRequest, user: Any, pk: int) -> HttpResponse | Publishing:
+    conversation = _changed(user, pk)
     started_from = conversation.agent_version
     if started_from is None:
         raise Http404("The built-in Default has no versions: save these settings as an agent.")
@@ -132,14 +145,24 @@ def save_version(request: HttpRequest, pk: int) -> HttpResponse:
         made = new_version(
             agent=started_from.agent,
             conversation=conversation,
-            user=request.user,
+            user=user,
             note=form.cleaned_data["note"],
-            publish=form.cleaned_data["publish"],
         )
     except AgentRefused as exc:
         return _refused(request, conversation, str(exc), version_form=form)
     line = f"Saved as {made}."
-    if made.is_published:
+    if form.cleaned_data["publish"]:
+        try:
+            publishing = publish_or_plan(made, user=user)
+        except AgentRefused as exc:
+            messages.warning(request, f"{line} It is a draft: {exc}")
+            return redirect("chat:conversation_detail", conversation.pk)
+        if publishing is not None:
+            messages.info(
+                request,
+                f"{line} It is evaluated on {made.agent.name}'s suite before it is published.",
+            )
+            return publishing
         line += f" New conversations with {made.agent.name} start from it."
     messages.success(request, line + _kept(conversation, made))
     return redirect("chat:conversation_detail", conversation.pk)

@@ -17,7 +17,7 @@ from chat.models import Agent, AgentVersion, Conversation, Visibility
 from chat.testing import factories as make
 from chat.transcripts.limits import NOTE_CHARS
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # save_version is async: another thread
 
 
 def support_of(owner: Any, visibility: str = Visibility.TEAM) -> Agent:

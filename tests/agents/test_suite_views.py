@@ -14,7 +14,7 @@ from django.test import AsyncClient
 from django.urls import reverse
 
 from chat.evals import fragments
-from chat.models import Agent, EvalRun, Visibility
+from chat.models import Agent, Conversation, EvalRun, Visibility
 from chat.runs import tasks
 from chat.testing import factories as make
 
@@ -113,3 +113,27 @@ async def test_the_buttons_take_posts_of_logged_in_users_only(support: Agent) ->
     assert response.status_code == 302 and "/login" in response["Location"]
     client = await logged_in(await sync(make.user)("bob"))
     assert (await client.get(url("evaluate", 2))).status_code == 405
+
+
+async def test_saving_a_conversation_as_a_published_version_goes_through_the_suite(
+    support: Agent, ada: User
+) -> None:
+    def changed() -> int:
+        made = Conversation.objects.get(owner=ada, agent_version__number=2)
+        made.set_agent_parameters(made.agent_parameters().changed(temperature=0.4))
+        made.save()
+        return made.pk
+
+    pk = await sync(changed)()
+    client = await logged_in(ada)
+    response = await client.post(
+        reverse("chat:conversation_save_version", args=[pk]),
+        {"version-note": "Warmer.", "version-publish": "on"},
+    )
+    candidate = await EvalRun.objects.filter(publishes=True).aget()
+    assert response["Location"] == reverse("chat:evals:run", args=[candidate.pk])
+    await settle()
+    await candidate.arefresh_from_db()
+    assert candidate.outcome.startswith("Published Support v3: it passed 1 of 1 cases")
+    await support.arefresh_from_db()
+    assert support.published_id == candidate.agent_version_id

@@ -169,7 +169,8 @@ def test_a_new_version_from_changed_settings_with_a_note() -> None:
     assert made.agent_version == draft and made.changed_from() is None
 
     with_settings(made, temperature=1.0)
-    third = agents.new_version(agent=agent, conversation=made, user=ada, publish=True)
+    third = agents.new_version(agent=agent, conversation=made, user=ada)
+    agents.publish(version=third, user=ada)
     agent.refresh_from_db()
     assert (third.number, agent.published) == (3, third)
     assert list(Publication.objects.values_list("version__number", flat=True)) == [3, 1]

@@ -148,9 +148,9 @@ class Command(BaseCommand):
     def publish_version(self, user: User, version: AgentVersion, line: str) -> None:
         """Publish, through the agent's suite when it has one: the version is evaluated first,
         shown beside the published version's result; refused by the gate, exit status 1."""
-        publishing = suites.plan_publication(version, user=user)
+        publishing = suites.publish_or_plan(version, user=user)
         if publishing is None:
-            version.agent = agents.publish(version=version, user=user)  # as it now is
+            version.agent.refresh_from_db()
             self.made(user, version, line)
             return
         candidate = publishing.candidate.eval_run
