@@ -25,9 +25,8 @@ from chat.models import (
 )
 from chat.runs import tasks
 from chat.testing import factories as make
+from chat.testing.agents import CLOCK_PROMPT, OLD_PROMPT, QUESTION, version_of
 from chat.testing.openai_server import FakeOpenAIServer
-
-from .conftest import CLOCK_PROMPT, OLD_PROMPT, QUESTION, version_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
