@@ -154,7 +154,7 @@ def test_the_agent_page_lists_versions_newest_first_with_what_changed(
     page = response.content.decode()
     assert page.index("Support v2") < page.index("Support v1")
     assert "Shorter answers." in page and "The first version." in page
-    assert "<strong>Tools added:</strong> <ins title=\"search_cards\">Search cards</ins>" in page
+    assert '<strong>Tools added:</strong> <ins title="search_cards">Search cards</ins>' in page
     assert "<del>provider default</del> → <ins>0.2</ins>" in page
     assert "<caption>System prompt 1: changed</caption>" in page
     assert "<td></td><td>Be brief.</td>" in page

@@ -9,6 +9,11 @@ shared with the team or kept private (the rows are `chat.models.agents`; who may
 - `differences`: what differs between two versions, or a version and a conversation's settings.
 - `defaults`: the built-in Default (the server's own settings, never stored) and each user's
   default agent.
+- `suites`: a version evaluated on the agent's suite, and publishing through it (the gate).
+- `records` and `texts`: the JSON of `agents export`/`import`, and what the terminal prints.
+- Pages: `views` (choosing an agent, a conversation's changes and saving them), `page` (an
+  agent's versions, their conversations, marks and evaluations, its suite), `actions` (a
+  version's Evaluate and Publish), `forms`.
 
 Every function asks the rule and, when it refuses, raises AgentRefused (one line for the user)
 having stored nothing. The functions are synchronous: async callers wrap them in
