@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from django.contrib.auth.models import User
 
 from chat.evals import cases
 from chat.models import Case, Conversation
+from chat.runs import tasks
 
 from . import factories as make
 
@@ -23,3 +26,10 @@ def searched(owner: User, title: str = "Pills") -> Conversation:
 def search_case(owner: User, set_name: str = "cards", **options: object) -> Case:
     """The moment after the question of `searched`, expecting search_cards as it was called."""
     return cases.save_case(searched(owner), 0, set_name=set_name, user=owner, **options)  # type: ignore[arg-type]
+
+
+async def settle(seconds: float = 30) -> None:
+    """Wait for the evaluations (and publications) this process started in the background."""
+    async with asyncio.timeout(seconds):
+        while tasks.background:
+            await asyncio.wait(list(tasks.background))

@@ -4,7 +4,6 @@ it), each asking the rule."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -15,8 +14,8 @@ from django.urls import reverse
 
 from chat.evals import fragments
 from chat.models import Agent, Conversation, EvalRun, Visibility
-from chat.runs import tasks
 from chat.testing import factories as make
+from chat.testing.evals import settle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -25,12 +24,6 @@ async def logged_in(user: Any) -> AsyncClient:
     client = AsyncClient()
     await client.aforce_login(user)
     return client
-
-
-async def settle() -> None:
-    async with asyncio.timeout(30):
-        while tasks.background:
-            await asyncio.wait(list(tasks.background))
 
 
 def url(name: str, number: int) -> str:

@@ -5,7 +5,6 @@ agent (`?agent=<slug>`)."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
@@ -25,9 +24,9 @@ from chat.models import (
     ProviderProfile,
     Visibility,
 )
-from chat.runs import tasks
 from chat.testing import evals as made_for
 from chat.testing import factories as make
+from chat.testing.evals import settle
 from chat.testing.openai_script import MODEL, ScriptedResponse, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer
 from tests.evals.test_views import alerts, asearch_case
@@ -258,12 +257,6 @@ def test_an_evaluation_of_an_agent_version_records_it(prompted: FakeOpenAIServer
     eval_run = EvalRun.objects.get()
     assert eval_run.agent_version_id == support.published_id
     assert eval_run.label == f"Support v1 · {MODEL} (Local)" and eval_run.model == MODEL
-
-
-async def settle() -> None:
-    async with asyncio.timeout(20):
-        while tasks.background:
-            await asyncio.wait(list(tasks.background))
 
 
 async def test_two_versions_of_an_agent_decide_differently_on_its_suite(

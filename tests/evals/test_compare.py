@@ -19,9 +19,10 @@ from django.urls import reverse
 from chat.evals import compare, lifecycle, replay
 from chat.models import Case, CaseSet, Comparison, EvalResult, EvalRun, ProviderProfile
 from chat.routing import websocket_urlpatterns
-from chat.runs import RunRefused, tasks
+from chat.runs import RunRefused
 from chat.testing import evals as made_for
 from chat.testing import factories as make
+from chat.testing.evals import settle
 from chat.testing.openai_script import MODEL, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer
 from tests.evals.test_views import alerts, asearch_case, until_closed
@@ -42,12 +43,6 @@ def profile(name: str, server: FakeOpenAIServer) -> ProviderProfile:
     return ProviderProfile.objects.create(
         name=name, base_url=server.base_url, api_key_env="", model=MODEL, available_to_everyone=True
     )
-
-
-async def settle() -> None:
-    async with asyncio.timeout(20):
-        while tasks.background:
-            await asyncio.wait(list(tasks.background))
 
 
 def targets(*values: str, repeat: int = 1, **more: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from chat.routing import websocket_urlpatterns
 from chat.runs import tasks
 from chat.testing import evals as made_for
 from chat.testing import factories as make
+from chat.testing.evals import settle
 from tests.test_security import audit
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -39,13 +40,6 @@ async def alogged_in(user: Any) -> AsyncClient:
     client = AsyncClient()
     await client.aforce_login(user)
     return client
-
-
-async def settle() -> None:
-    """Wait for the evaluations this process started in the background."""
-    async with asyncio.timeout(20):
-        while tasks.background:
-            await asyncio.wait(list(tasks.background))
 
 
 async def asearch_case(owner: Any) -> Case:
