@@ -80,6 +80,9 @@ class ServerTool:
     description: str
     input_schema: dict[str, Any]
     annotations: dict[str, Any] | None = None
+    task_support: str = ""
+    """`required`: the tool runs only as an MCP task (a plain call is refused), so it is not
+    offered."""
 
 
 def _part(text: str) -> str:
@@ -330,12 +333,14 @@ async def _list(session: ClientSession) -> list[ServerTool]:
         page = await session.list_tools(params=params)
         for tool in page.tools:
             annotations = tool.annotations and tool.annotations.model_dump(exclude_none=True)
+            execution = tool.execution
             tools.append(
                 ServerTool(
                     name=tool.name,
                     description=tool.description or "",
                     input_schema=dict(tool.input_schema or {"type": "object"}),
                     annotations=annotations or None,
+                    task_support=(execution and execution.task_support) or "",
                 )
             )
         cursor = page.next_cursor

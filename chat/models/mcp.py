@@ -11,6 +11,8 @@ from django.db import models
 from chat.agent.mcp import SEPARATOR
 from chat.agent.tools import ToolDefinition
 
+TASK_ONLY = "required"
+"""A tool's `execution.taskSupport` when it runs only as an MCP task: not offered."""
 WHOLE_SERVER = "*"
 """`<server>__*` in a conversation's tools: every tool that server lists, now and later."""
 SERVER_NAME = RegexValidator(
@@ -47,6 +49,11 @@ class McpServer(models.Model):
         help_text="stdio: variable name → the environment variable holding its value.",
     )
     timeout = models.FloatField(default=60.0, help_text="Seconds a tool call may take.")
+    prompts = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The prompts it lists (name, title, description, arguments), as last asked.",
+    )
     enabled = models.BooleanField(default=True)
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.UNKNOWN)
     error = models.TextField(blank=True, help_text="Why it could not be reached, last time.")
@@ -88,11 +95,13 @@ def whole_servers() -> list[str]:
 class McpToolQuerySet(models.QuerySet["McpTool"]):
     def chosen(self, names: Collection[str]) -> McpToolQuerySet:
         """The offered tools among a conversation's choices (each by name, or its whole
-        server): listed by an enabled server the last time it was asked."""
+        server): listed by an enabled server the last time it was asked, and callable without
+        the MCP tasks API."""
         wanted = [name for name in names if SEPARATOR in name]
         whole = [name.rsplit(SEPARATOR, 1)[0] for name in wanted if name.endswith(WHOLE_SERVER)]
         return (
             self.filter(available=True, server__enabled=True)
+            .exclude(task_support=TASK_ONLY)
             .filter(models.Q(exposed_name__in=wanted) | models.Q(server__name__in=whole))
             .select_related("server")
             .order_by("exposed_name")
@@ -114,6 +123,12 @@ class McpTool(models.Model):
     description = models.TextField(blank=True)
     input_schema = models.JSONField(default=dict)
     annotations = models.JSONField(null=True, blank=True)
+    task_support = models.CharField(
+        max_length=20,
+        blank=True,
+        help_text="As the server lists it: forbidden, optional or required (runs only as an MCP "
+        "task, so it is not offered).",
+    )
     available = models.BooleanField(
         default=True, help_text="Listed by the server the last time it was asked."
     )

@@ -318,6 +318,7 @@ def save_tools(server_pk: int, tools: Sequence[mcp.ServerTool]) -> list[McpTool]
         row.description = tool.description
         row.input_schema = tool.input_schema
         row.annotations = tool.annotations
+        row.task_support = tool.task_support
         row.available = True
         row.save()
         kept.append(row)
