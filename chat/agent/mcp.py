@@ -170,6 +170,26 @@ async def _streams(config: ServerConfig) -> AsyncIterator[Any]:
 
 
 ToolsChanged = Callable[[list[ServerTool]], Awaitable[None]]
+Progress = Callable[[float, float | None, str | None], Awaitable[None]]
+"""Hears a call's progress notifications: (progress, total or None, message or None)."""
+
+
+@dataclass(frozen=True)
+class ServerPrompt:
+    """A prompt as the server lists it; `arguments` are dicts of name, description, required."""
+
+    name: str
+    title: str = ""
+    description: str = ""
+    arguments: tuple[dict[str, Any], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.description,
+            "arguments": list(self.arguments),
+        }
 
 
 class Connection:
@@ -214,8 +234,11 @@ class Connection:
         for task in self._refreshing:
             task.cancel()
 
-    async def call(self, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
-        """Call a tool; McpUnavailable when the server is down or stops during the call."""
+    async def call(
+        self, name: str, arguments: dict[str, Any], *, progress: Progress | None = None
+    ) -> mcp_types.CallToolResult:
+        """Call a tool; McpUnavailable when the server is down or stops during the call.
+        `progress` hears the server's progress notifications for this call."""
         from mcp.shared.exceptions import MCPError
         from mcp.types import CONNECTION_CLOSED
 
@@ -225,7 +248,7 @@ class Connection:
             if session is None:
                 raise McpUnavailable(self.error or "not connected")
             try:
-                return await session.call_tool(name, arguments)
+                return await session.call_tool(name, arguments, progress_callback=progress)
             except asyncio.CancelledError:
                 raise
             except MCPError as exc:
@@ -251,6 +274,27 @@ class Connection:
             raise McpUnavailable(self.error or "not connected")
         self.tools = await _list(self._session)
         return self.tools
+
+    async def list_prompts(self) -> list[ServerPrompt]:
+        """The server's prompts (none when it offers no prompts capability)."""
+        await self.start()
+        if self._session is None:
+            raise McpUnavailable(self.error or "not connected")
+        return await _list_prompts(self._session)
+
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str]
+    ) -> mcp_types.GetPromptResult:
+        """A prompt's messages for these arguments; McpUnavailable when the server is down."""
+        from mcp.shared.exceptions import MCPError
+
+        await self.start()
+        if self._session is None:
+            raise McpUnavailable(self.error or "not connected")
+        try:
+            return await self._session.get_prompt(name, dict(arguments))
+        except MCPError as exc:
+            raise McpUnavailable(f"the prompt failed: {exc.error.message}") from None
 
     def _broken(self, exc: BaseException) -> None:
         self.error = _reason(exc)
@@ -346,6 +390,39 @@ async def _list(session: ClientSession) -> list[ServerTool]:
         cursor = page.next_cursor
         if not cursor:
             return tools
+
+
+async def _list_prompts(session: ClientSession) -> list[ServerPrompt]:
+    from mcp.types import PaginatedRequestParams
+
+    capabilities = session.server_capabilities
+    if capabilities is None or capabilities.prompts is None:
+        return []
+    prompts: list[ServerPrompt] = []
+    cursor: str | None = None
+    while True:
+        params = PaginatedRequestParams(cursor=cursor) if cursor else None
+        page = await session.list_prompts(params=params)
+        for prompt in page.prompts:
+            arguments = tuple(
+                {
+                    "name": argument.name,
+                    "description": argument.description or "",
+                    "required": bool(argument.required),
+                }
+                for argument in prompt.arguments or ()
+            )
+            prompts.append(
+                ServerPrompt(
+                    name=prompt.name,
+                    title=prompt.title or "",
+                    description=prompt.description or "",
+                    arguments=arguments,
+                )
+            )
+        cursor = page.next_cursor
+        if not cursor:
+            return prompts
 
 
 def _session_gone(exc: MCPError) -> bool:
