@@ -551,7 +551,7 @@ def test_the_refresh_action_and_button_store_tools_and_mark_a_server_down(
     )
 
     shown = [str(message) for message in response.context["messages"]]
-    assert "local is up and lists 10 tool(s)." in shown
+    assert "local is up and lists 20 tool(s)." in shown
     assert any(text.startswith("gone is down: FileNotFoundError") for text in shown)
     assert McpTool.objects.filter(server=local, exposed_name="local__pid").exists()
     gone.refresh_from_db()
@@ -564,7 +564,7 @@ def test_the_refresh_action_and_button_store_tools_and_mark_a_server_down(
     assert response.status_code == 302
     assert response["Location"] == url(McpServer, "change", local.pk)
     local.refresh_from_db()
-    assert local.timeout == 30 and local.status == "up" and local.tools.count() == 10
+    assert local.timeout == 30 and local.status == "up" and local.tools.count() == 20
 
 
 def test_mcp_tool_calls_show_their_server_and_raw_result(staff: Client, rich: Conversation) -> None:

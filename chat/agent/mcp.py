@@ -16,17 +16,20 @@ import asyncio
 import contextlib
 import hashlib
 import importlib
-import json
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from mcp import ClientSession
     from mcp import types as mcp_types
     from mcp.shared.exceptions import MCPError
+
+from .mcp_lists import ServerPrompt, ServerTool, list_prompts, list_tools
+
+__all__ = ["ServerPrompt", "ServerTool"]  # what a server lists, named with its connection
 
 logger = logging.getLogger(__name__)
 
@@ -72,19 +75,6 @@ class ServerConfig:
         return "http" if self.url else "stdio"
 
 
-@dataclass(frozen=True)
-class ServerTool:
-    """A tool as the server lists it."""
-
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    annotations: dict[str, Any] | None = None
-    task_support: str = ""
-    """`required`: the tool runs only as an MCP task (a plain call is refused), so it is not
-    offered."""
-
-
 def _part(text: str) -> str:
     return re.sub(r"[^a-zA-Z0-9_-]", "_", text).strip("_") or "tool"
 
@@ -101,49 +91,6 @@ def exposed_name(server: str, tool: str, taken: Collection[str] = ()) -> str:
         return name
     digest = hashlib.sha256(f"{server}\0{tool}".encode()).hexdigest()[:8]
     return f"{name[: NAME_CHARS - 9]}_{digest}"
-
-
-def result_text(result: mcp_types.CallToolResult) -> str:
-    """What the model reads of a result: `structured_content` as JSON when present, else the
-    text contents joined; images, audio and resources summarised (type and size).
-
-    A structured `{"result": value}` around a plain value (how SDK servers return a string or
-    a number) is read as its text: the model gets `5`, not `{"result": 5}`.
-    """
-    structured = result.structured_content
-    wrapped = (
-        isinstance(structured, dict)
-        and list(structured) == ["result"]
-        and not isinstance(structured["result"], dict | list)
-        and any(part.type == "text" for part in result.content)
-    )
-    if structured is not None and not wrapped:
-        text = json.dumps(result.structured_content, ensure_ascii=False)
-        others = [_summary(part) for part in result.content if part.type != "text"]
-        return "\n".join([text, *others])
-    return "\n".join(
-        part.text if part.type == "text" else _summary(part) for part in result.content
-    )
-
-
-def _summary(part: Any) -> str:
-    kind = getattr(part, "type", "content")
-    if kind in ("image", "audio"):
-        size = len(getattr(part, "data", "") or "") * 3 // 4
-        return f"[{kind}: {getattr(part, 'mime_type', '?')}, {size:,} bytes]"
-    if kind == "resource":
-        resource = part.resource
-        body = getattr(resource, "text", None) or getattr(resource, "blob", "") or ""
-        mime = getattr(resource, "mime_type", None) or "?"
-        return f"[resource: {resource.uri}, {mime}, {len(body):,} characters]"
-    if kind == "resource_link":
-        return f"[resource link: {part.uri}]"
-    return f"[{kind}]"
-
-
-def error_text(result: mcp_types.CallToolResult) -> str:
-    """The server's message of an `is_error` result."""
-    return " ".join(p.text for p in result.content if p.type == "text") or "the tool failed"
 
 
 @contextlib.asynccontextmanager
@@ -170,26 +117,12 @@ async def _streams(config: ServerConfig) -> AsyncIterator[Any]:
 
 
 ToolsChanged = Callable[[list[ServerTool]], Awaitable[None]]
-Progress = Callable[[float, float | None, str | None], Awaitable[None]]
-"""Hears a call's progress notifications: (progress, total or None, message or None)."""
 
 
-@dataclass(frozen=True)
-class ServerPrompt:
-    """A prompt as the server lists it; `arguments` are dicts of name, description, required."""
+class Progress(Protocol):
+    """Hears a call's progress notifications."""
 
-    name: str
-    title: str = ""
-    description: str = ""
-    arguments: tuple[dict[str, Any], ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "title": self.title,
-            "description": self.description,
-            "arguments": list(self.arguments),
-        }
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
 
 
 class Connection:
@@ -272,7 +205,7 @@ class Connection:
         await self.start()
         if self._session is None:
             raise McpUnavailable(self.error or "not connected")
-        self.tools = await _list(self._session)
+        self.tools = await list_tools(self._session)
         return self.tools
 
     async def list_prompts(self) -> list[ServerPrompt]:
@@ -280,7 +213,7 @@ class Connection:
         await self.start()
         if self._session is None:
             raise McpUnavailable(self.error or "not connected")
-        return await _list_prompts(self._session)
+        return await list_prompts(self._session)
 
     async def get_prompt(
         self, name: str, arguments: Mapping[str, str]
@@ -315,7 +248,7 @@ class Connection:
                 ):
                     async with asyncio.timeout(CONNECT_TIMEOUT):
                         result = await session.initialize()
-                        tools = await _list(session)
+                        tools = await list_tools(session)
                     self.server_name = result.server_info.name
                     self.tools, self.error, failures = tools, "", 0
                     self._session = session
@@ -367,64 +300,6 @@ class Connection:
             await self.on_tools_changed(tools)
 
 
-async def _list(session: ClientSession) -> list[ServerTool]:
-    from mcp.types import PaginatedRequestParams
-
-    tools: list[ServerTool] = []
-    cursor: str | None = None
-    while True:
-        params = PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_tools(params=params)
-        for tool in page.tools:
-            annotations = tool.annotations and tool.annotations.model_dump(exclude_none=True)
-            execution = tool.execution
-            tools.append(
-                ServerTool(
-                    name=tool.name,
-                    description=tool.description or "",
-                    input_schema=dict(tool.input_schema or {"type": "object"}),
-                    annotations=annotations or None,
-                    task_support=(execution and execution.task_support) or "",
-                )
-            )
-        cursor = page.next_cursor
-        if not cursor:
-            return tools
-
-
-async def _list_prompts(session: ClientSession) -> list[ServerPrompt]:
-    from mcp.types import PaginatedRequestParams
-
-    capabilities = session.server_capabilities
-    if capabilities is None or capabilities.prompts is None:
-        return []
-    prompts: list[ServerPrompt] = []
-    cursor: str | None = None
-    while True:
-        params = PaginatedRequestParams(cursor=cursor) if cursor else None
-        page = await session.list_prompts(params=params)
-        for prompt in page.prompts:
-            arguments = tuple(
-                {
-                    "name": argument.name,
-                    "description": argument.description or "",
-                    "required": bool(argument.required),
-                }
-                for argument in prompt.arguments or ()
-            )
-            prompts.append(
-                ServerPrompt(
-                    name=prompt.name,
-                    title=prompt.title or "",
-                    description=prompt.description or "",
-                    arguments=arguments,
-                )
-            )
-        cursor = page.next_cursor
-        if not cursor:
-            return prompts
-
-
 def _session_gone(exc: MCPError) -> bool:
     """A streamable HTTP server answered 404 for the session: it restarted, or forgot it."""
     from mcp.types import INVALID_REQUEST
@@ -449,7 +324,7 @@ async def probe(config: ServerConfig) -> tuple[str, list[ServerTool]]:
         async with asyncio.timeout(CONNECT_TIMEOUT):
             async with _streams(config) as streams, ClientSession(streams[0], streams[1]) as s:
                 result = await s.initialize()
-                return result.server_info.name, await _list(s)
+                return result.server_info.name, await list_tools(s)
     except asyncio.CancelledError:
         raise
     except BaseException as exc:

@@ -24,7 +24,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat import agent
-from chat.agent import mcp
+from chat.agent import mcp, mcp_content
 from chat.agent.tools import ToolError, ToolOutput
 from chat.models import McpServer, McpTool
 from chat.models.mcp import WHOLE_SERVER, known_tool_names, whole_servers
@@ -248,8 +248,8 @@ class Hub:
             except mcp.McpUnavailable as exc:
                 raise ToolError(unavailable(server_name, exc), kind="unavailable") from None
             if result.is_error:
-                raise ToolError(mcp.error_text(result), raw=_raw(result))
-            return ToolOutput(mcp.result_text(result), raw=_raw(result))
+                raise ToolError(mcp_content.error_text(result), raw=_raw(result))
+            return ToolOutput(mcp_content.result_text(result), raw=_raw(result))
 
         try:
             registry.register(definition, call, timeout=server.timeout, source=server_name)

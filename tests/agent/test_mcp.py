@@ -6,7 +6,7 @@ import re
 
 from mcp import types
 
-from chat.agent import mcp
+from chat.agent import mcp, mcp_content
 
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -33,13 +33,13 @@ def test_the_model_reads_structured_content_as_json_else_the_text() -> None:
     structured = result(
         content=[{"type": "text", "text": '{"n": 1}'}], structuredContent={"n": 1, "é": "ü"}
     )
-    assert mcp.result_text(structured) == '{"n": 1, "é": "ü"}'
+    assert mcp_content.result_text(structured) == '{"n": 1, "é": "ü"}'
     wrapped = result(content=[{"type": "text", "text": "5"}], structuredContent={"result": 5})
-    assert mcp.result_text(wrapped) == "5"
+    assert mcp_content.result_text(wrapped) == "5"
     listed = result(content=[{"type": "text", "text": "[1]"}], structuredContent={"result": [1]})
-    assert mcp.result_text(listed) == '{"result": [1]}'
+    assert mcp_content.result_text(listed) == '{"result": [1]}'
     texts = result(content=[{"type": "text", "text": "one"}, {"type": "text", "text": "two"}])
-    assert mcp.result_text(texts) == "one\ntwo"
+    assert mcp_content.result_text(texts) == "one\ntwo"
 
 
 def test_images_and_resources_are_summarised() -> None:
@@ -53,15 +53,15 @@ def test_images_and_resources_are_summarised() -> None:
             },
         ]
     )
-    assert mcp.result_text(mixed) == (
+    assert mcp_content.result_text(mixed) == (
         "Here:\n[image: image/png, 12 bytes]\n[resource: file:///a.txt, text/plain, 3 characters]"
     )
 
 
 def test_an_error_result_gives_the_servers_message() -> None:
     failed = result(content=[{"type": "text", "text": "index rebuilding"}], isError=True)
-    assert mcp.error_text(failed) == "index rebuilding"
-    assert mcp.error_text(result(content=[], isError=True)) == "the tool failed"
+    assert mcp_content.error_text(failed) == "index rebuilding"
+    assert mcp_content.error_text(result(content=[], isError=True)) == "the tool failed"
 
 
 def test_a_config_names_its_transport() -> None:
