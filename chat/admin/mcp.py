@@ -17,7 +17,7 @@ from django.utils.safestring import SafeString
 
 from chat.agent import mcp as core
 from chat.models import McpServer, McpTool
-from chat.runs import mcp
+from chat.runs import mcp, mcp_config
 from chat.runs.providers import key_status
 
 from .base import BoundedJSONField, LabAdmin, ReadOnlyInline
@@ -98,7 +98,7 @@ class McpServerForm(forms.ModelForm[McpServer]):
             timeout=core.DEFAULT_TIMEOUT if timeout is None else timeout,
             **{
                 field: cleaned[field] if field in self.fields else getattr(self.instance, field)
-                for field in mcp.STORED
+                for field in mcp_config.STORED
             },
         )
         for problem in mcp.config_problems(candidate):

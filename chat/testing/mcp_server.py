@@ -342,7 +342,8 @@ class _UnknownSession400:
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
-            return await self.app(scope, receive, send)
+            await self.app(scope, receive, send)
+            return
         headers = dict(scope.get("headers") or [])
         session = headers.get(b"mcp-session-id", b"").decode()
         if session and session not in self.known:
@@ -355,7 +356,8 @@ class _UnknownSession400:
                     "headers": [(b"content-type", b"application/json")],
                 }
             )
-            return await send({"type": "http.response.body", "body": body})
+            await send({"type": "http.response.body", "body": body})
+            return
 
         async def remember(message: Any) -> None:
             if message["type"] == "http.response.start":
@@ -364,7 +366,7 @@ class _UnknownSession400:
                         self.known.add(value.decode())
             await send(message)
 
-        return await self.app(scope, receive, remember)
+        await self.app(scope, receive, remember)
 
 
 if __name__ == "__main__":
