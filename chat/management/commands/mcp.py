@@ -12,9 +12,10 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import IntegrityError, transaction
 
 from chat.agent import mcp
+from chat.management import mcp_edits
 from chat.management.terminal import fold
 from chat.models import McpServer, McpTool
-from chat.models.mcp import SERVER_NAME
+from chat.models.mcp import SERVER_NAME, TASK_ONLY
 from chat.runs import mcp as servers
 from chat.runs.providers import read_mcp_variable
 
@@ -79,6 +80,49 @@ class Command(BaseCommand):
             "refresh", help="Ask servers for their tools again and store what changed."
         )
         refresh.add_argument("name", nargs="?", help="Only this server (default: every enabled).")
+        edit = actions.add_parser(
+            "edit",
+            help="Change a server in place (its tools and the conversations' choices stay).",
+            description="Change a server's URL or command, headers, environment, timeout or "
+            "whether it is enabled. The changed server is probed before anything is stored "
+            "(unless it is disabled or --no-check is given); running processes reconnect with "
+            "the new settings at their next run.",
+        )
+        edit.add_argument("name")
+        edit.add_argument(
+            "--url", help="Streamable HTTP: the new endpoint (a stdio server becomes an HTTP one)."
+        )
+        edit.add_argument(
+            "--command",
+            dest="server_command",
+            metavar='"CMD ARG..."',
+            help="stdio: the new command line (an HTTP server becomes a stdio one).",
+        )
+        edit.add_argument(
+            "--header",
+            action="append",
+            default=[],
+            metavar="HEADER=ENV_VAR",
+            help="Set a header from a variable (repeat).",
+        )
+        edit.add_argument("--remove-header", action="append", default=[], metavar="HEADER")
+        edit.add_argument(
+            "--env",
+            action="append",
+            default=[],
+            metavar="NAME=ENV_VAR",
+            help="Set a variable of a stdio server's environment (repeat).",
+        )
+        edit.add_argument("--remove-env", action="append", default=[], metavar="NAME")
+        edit.add_argument(
+            "--timeout", type=float, metavar="SECONDS", help="How long a tool call may take."
+        )
+        switch = edit.add_mutually_exclusive_group()
+        switch.add_argument("--enable", dest="enabled", action="store_true", default=None)
+        switch.add_argument("--disable", dest="enabled", action="store_false")
+        edit.add_argument(
+            "--no-check", action="store_true", help="Store the change without probing the server."
+        )
         remove = actions.add_parser("remove", help="Delete a server and its tools.")
         remove.add_argument("name")
 
@@ -90,6 +134,8 @@ class Command(BaseCommand):
                 self.list_servers(as_json=options["json"])
             case "refresh":
                 self.refresh_servers(options["name"])
+            case "edit":
+                self.edit_server(options)
             case "remove":
                 self.remove_server(options["name"])
 
@@ -135,10 +181,7 @@ class Command(BaseCommand):
             return
         table = [("SERVER", "TRANSPORT", "TARGET", "STATUS", "TOOLS")]
         for server in rows:
-            tools = ", ".join(
-                row.exposed_name if row.available else f"{row.exposed_name} (not listed)"
-                for row in server.tools.all()
-            )
+            tools = ", ".join(_tool_label(row) for row in server.tools.all())
             table.append(
                 (server.name, server.transport, server.target, _status(server), tools or "—")
             )
@@ -164,6 +207,32 @@ class Command(BaseCommand):
             self.stdout.write(f"{server.name}: {_changes(before[server.pk], _snapshot(server))}")
         if down:
             raise CommandError(f"Not refreshed, the server did not answer: {', '.join(down)}.")
+
+    def edit_server(self, options: dict[str, Any]) -> None:
+        server = _server_named(options["name"])
+        before = _snapshot(server)
+        changes = mcp_edits.edited(server, options)
+        if not changes:
+            raise CommandError(
+                "Nothing to change: give --url, --command, --header, --env, --timeout, --enable "
+                "or --disable (manage.py mcp edit --help)."
+            )
+        tools = None
+        if server.enabled and not options["no_check"]:
+            try:
+                _, tools = asyncio.run(mcp.probe(servers.server_config(server)))
+            except mcp.McpUnavailable as exc:
+                raise CommandError(
+                    f"{server.name} did not answer initialize with the new settings; nothing "
+                    f"was changed: {exc}"
+                ) from None
+        with transaction.atomic():
+            server.save()
+            if tools is not None:
+                servers.save_tools(server.pk, tools)
+        self.stdout.write(f"Changed {server.name}: {'; '.join(changes)}.")
+        if tools is not None:
+            self.stdout.write(f"{server.name}: {_changes(before, _snapshot(server))}")
 
     def remove_server(self, name: str) -> None:
         server = _server_named(name)
@@ -197,14 +266,14 @@ def _new_server(options: dict[str, Any]) -> McpServer:
     server = McpServer(name=name, timeout=options["timeout"])
     if url:
         server.transport, server.url = McpServer.Transport.HTTP, url.strip()
-        server.headers = _pairs(options["header"], "--header", "HEADER=ENV_VAR")
+        server.headers = mcp_edits.pairs(options["header"], "--header", "HEADER=ENV_VAR")
     else:
         try:
             server.command, server.args = servers.parse_command(command)
         except ValueError as exc:
             raise CommandError(f"--command cannot be read: {exc}.") from None
         server.transport = McpServer.Transport.STDIO
-        server.env = _pairs(options["env"], "--env", "NAME=ENV_VAR")
+        server.env = mcp_edits.pairs(options["env"], "--env", "NAME=ENV_VAR")
     if problems := servers.config_problems(server):
         raise CommandError(" ".join(problems))
     try:
@@ -214,16 +283,6 @@ def _new_server(options: dict[str, Any]) -> McpServer:
             "; ".join(f"{field}: {' '.join(texts)}" for field, texts in exc.message_dict.items())
         ) from None
     return server
-
-
-def _pairs(items: Sequence[str], flag: str, form: str) -> dict[str, str]:
-    pairs = {}
-    for item in items:
-        key, sign, variable = item.partition("=")
-        if not sign or not key.strip() or not variable.strip():
-            raise CommandError(f"{flag} {item!r}: expected {form}, e.g. {flag} {form}.")
-        pairs[key.strip()] = variable.strip()
-    return pairs
 
 
 def _server_named(name: str) -> McpServer:
@@ -258,6 +317,14 @@ def _status(server: McpServer) -> str:
     return str(server.status)
 
 
+def _tool_label(row: McpTool) -> str:
+    if not row.available:
+        return f"{row.exposed_name} (not listed)"
+    if row.task_support == TASK_ONLY:
+        return f"{row.exposed_name} (runs only as an MCP task: not offered)"
+    return row.exposed_name
+
+
 def _summary(server: McpServer) -> dict[str, Any]:
     return {
         "name": server.name,
@@ -274,6 +341,10 @@ def _summary(server: McpServer) -> dict[str, Any]:
                 "name": row.name,
                 "description": row.description,
                 "available": row.available,
+                "offered": row.available and row.task_support != TASK_ONLY,
+                "task_support": row.task_support or None,
+                "input_schema": row.input_schema,
+                "annotations": row.annotations,
             }
             for row in server.tools.all()
         ],
