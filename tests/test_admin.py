@@ -565,6 +565,8 @@ def test_the_refresh_action_and_button_store_tools_and_mark_a_server_down(
     assert response["Location"] == url(McpServer, "change", local.pk)
     local.refresh_from_db()
     assert local.timeout == 30 and local.status == "up" and local.tools.count() == 20
+    page = staff.get(url(McpServer, "change", local.pk)).content.decode()
+    assert "local__research_task" in page and "required" in page  # runs only as a task
 
 
 def test_mcp_tool_calls_show_their_server_and_raw_result(staff: Client, rich: Conversation) -> None:

@@ -109,7 +109,7 @@ class McpServerForm(forms.ModelForm[McpServer]):
 
 class McpToolInline(ReadOnlyInline):
     model = McpTool
-    fields = ("exposed_name", "name", "description", "available")
+    fields = ("exposed_name", "name", "description", "available", "task_support")
     readonly_fields = fields
     show_change_link = False
     verbose_name_plural = "Tools (as the server listed them when last asked)"
