@@ -1,7 +1,8 @@
 """What a model stream and a run produce, as small immutable values.
 
 `ChatClient.stream()` yields `ModelRequestSent`, text/reasoning deltas, `Usage` and ends with one
-`TurnEnd`. `DebugRuntime.run()` passes those through and adds the step, tool and run events.
+`TurnEnd`. `DebugRuntime.run()` passes those through and adds the step, tool and run events
+(a tool call's progress among them).
 """
 
 from __future__ import annotations
@@ -135,6 +136,18 @@ class ToolCallStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallProgress:
+    """A running call said how far it is (an MCP server's progress notification): `progress`
+    of `total` when the total is known, and what it is doing now."""
+
+    tool_call_id: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+    step: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCallFinished:
     result: ToolResult
     step: int = 0
@@ -155,6 +168,7 @@ RunEvent = (
     | PreflightRepaired
     | ModelCallFailed
     | ToolCallStarted
+    | ToolCallProgress
     | ToolCallFinished
     | RunFinished
 )

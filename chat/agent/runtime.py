@@ -19,13 +19,14 @@ from .events import (
     StepStarted,
     TextDelta,
     ToolCallFinished,
+    ToolCallProgress,
     ToolCallStarted,
     ToolResult,
     TurnEnd,
     Usage,
 )
 from .messages import ChatMessage
-from .tools import EventAgent, ToolRegistry, default_registry
+from .tools import EventAgent, ToolRegistry, default_registry, too_many_tools
 
 PREFLIGHT = "not answered before this request; the pre-flight check closed it"
 FINISH_REASON_ERRORS = {
@@ -65,6 +66,10 @@ class DebugRuntime:
         event_agent = EventAgent(self.registry, parameters.enabled_tools)
         usage = Usage()
         max_steps = parameters.max_event_loops
+        if refused := too_many_tools(self.registry.sources(parameters.enabled_tools)):
+            # No provider would take the request: refused before one is sent.
+            yield RunFinished(status="failed", error=refused, steps=0, usage=usage)
+            return
 
         for step in range(1, max_steps + 1):
             yield StepStarted(step=step, max_steps=max_steps)
@@ -148,9 +153,12 @@ class DebugRuntime:
             for call in message.tool_calls:
                 yield ToolCallStarted(call, step)
             results: dict[int, ToolResult] = {}
-            async for result in event_agent.stream(message.tool_calls):
-                results[id(result.tool_call)] = result
-                yield ToolCallFinished(result, step)
+            async for heard in event_agent.stream(message.tool_calls):
+                if isinstance(heard, ToolCallProgress):
+                    yield dataclasses.replace(heard, step=step)
+                    continue
+                results[id(heard.tool_call)] = heard
+                yield ToolCallFinished(heard, step)
             # Replies go in call order, whatever order the tools finished in.
             self.messages.extend(results[id(call)].message for call in message.tool_calls)
             if self.max_tool_rounds is not None and step >= self.max_tool_rounds:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import difflib
 import inspect
 import json
 import time
+from collections import Counter
 from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,11 +16,16 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import builtin_tools
-from .events import ToolResult
+from .events import ToolCallProgress, ToolResult
 from .messages import ToolCall
+from .progress import reporting
 
 ToolHandler = Callable[[dict[str, Any]], Any | Awaitable[Any]]
 DEFAULT_TOOL_TIMEOUT = 30.0
+MAX_TOOLS = 128
+"""The most tools one request may carry (OpenAI's documented limit)."""
+MAX_NAMED = 20
+"""A call to a tool not offered names the offered ones up to this many; past it, the closest."""
 
 
 def humanize(name: str) -> str:
@@ -167,6 +174,40 @@ class ToolRegistry:
     def definitions(self, names: Iterable[str]) -> list[ToolDefinition]:
         return [self._tools[name].definition for name in self.offered(names)]
 
+    def sources(self, names: Iterable[str]) -> list[str]:
+        """Of `names`, the source of each tool offered ("" for a built-in one)."""
+        return [self._tools[name].source for name in self.offered(names)]
+
+
+def too_many_tools(
+    sources: Sequence[str],
+    *,
+    lead: str = "This run offers",
+    advice: str = "Turn some off in the settings.",
+) -> str | None:
+    """Why one request cannot carry these tools (one source each, "" for a built-in one),
+    counted by source; None when it can."""
+    if len(sources) <= MAX_TOOLS:
+        return None
+    counts = Counter(sources)
+    by_source = ", ".join(
+        f"{source or 'built-in'} ({counts[source]})"
+        for source in sorted(counts, key=lambda source: (not source, source))
+    )
+    return (
+        f"{lead} {len(sources)} tools; the most a request may carry is {MAX_TOOLS}. "
+        f"By source: {by_source}. {advice}"
+    )
+
+
+def not_available(name: str, offered: Sequence[str]) -> str:
+    """What the model reads of a call to a tool this request did not offer: the offered tools,
+    or past MAX_NAMED of them, their count and the three names closest to the one it called."""
+    if len(offered) <= MAX_NAMED:
+        return f"tool {name!r} is not available (offered: {', '.join(offered) or 'none'})"
+    closest = ", ".join(difflib.get_close_matches(name, offered, n=3, cutoff=0))
+    return f"tool {name!r} is not available ({len(offered)} tools offered; closest: {closest})"
+
 
 default_registry = ToolRegistry()
 builtin_tools.register(default_registry)
@@ -178,14 +219,19 @@ class EventAgent:
     def __init__(self, registry: ToolRegistry, enabled: Iterable[str]) -> None:
         self.registry = registry
         self.enabled = frozenset(enabled)
+        self.offered = sorted(registry.offered(self.enabled))
 
-    async def execute(self, call: ToolCall) -> ToolResult:
+    async def execute(
+        self, call: ToolCall, *, progress: Callable[[ToolCallProgress], None] | None = None
+    ) -> ToolResult:
+        """Run one call; `progress` hears what its handler reports (`report_progress`)."""
         started = time.monotonic()
         tool = self.registry.get(call.name)
         withheld = self.registry.withheld(call.name)
         source = tool.source if tool is not None else withheld.source if withheld else ""
         try:
-            output = await self._execute(call)
+            with reporting(call.id, progress):
+                output = await self._execute(call)
         except ToolError as exc:
             return ToolResult(
                 tool_call=call,
@@ -210,12 +256,32 @@ class EventAgent:
         """Run a turn's calls concurrently; the results come back in call order."""
         return list(await asyncio.gather(*(self.execute(call) for call in calls)))
 
-    async def stream(self, calls: Sequence[ToolCall]) -> AsyncGenerator[ToolResult]:
-        """Run a turn's calls concurrently, yielding each result as it finishes."""
-        tasks = [asyncio.ensure_future(self.execute(call)) for call in calls]
+    async def stream(
+        self, calls: Sequence[ToolCall]
+    ) -> AsyncGenerator[ToolResult | ToolCallProgress]:
+        """Run a turn's calls concurrently, yielding each result as it finishes and, meanwhile,
+        the progress the calls report (none of a call after its result)."""
+        heard: asyncio.Queue[ToolResult | ToolCallProgress | Exception] = asyncio.Queue()
+
+        async def execute(call: ToolCall) -> None:
+            try:
+                heard.put_nowait(await self.execute(call, progress=heard.put_nowait))
+            except Exception as exc:
+                heard.put_nowait(exc)
+
+        tasks = [asyncio.ensure_future(execute(call)) for call in calls]
+        done, finished = 0, set[str]()
         try:
-            for next_done in asyncio.as_completed(tasks):
-                yield await next_done
+            while done < len(tasks):
+                item = await heard.get()
+                if isinstance(item, Exception):
+                    raise item
+                if isinstance(item, ToolResult):
+                    done += 1
+                    finished.add(item.tool_call.id)
+                elif item.tool_call_id in finished:
+                    continue
+                yield item
         finally:
             for task in tasks:
                 task.cancel()
@@ -226,9 +292,8 @@ class EventAgent:
             withheld = self.registry.withheld(call.name)
             if withheld is not None and call.name in self.enabled:
                 raise ToolError(withheld.reason, kind="unavailable")
-            offered = ", ".join(sorted(self.registry.offered(self.enabled))) or "none"
             raise ToolError(
-                f"tool {call.name!r} is not available (offered: {offered})",
+                not_available(call.name, self.offered),
                 kind="unknown_tool" if tool is None else "not_enabled",
             )
         try:

@@ -12,6 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from chat.agent.clients import OpenAICompatibleChatClient
+from chat.agent.tools import MAX_TOOLS
 from chat.testing.openai_script import (
     MODEL,
     RecordedRequest,
@@ -56,7 +57,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, error_body("the request body is not valid JSON"))
             return
         if fake.strict:
-            problem = validate_request(
+            problem = too_many_tools(request.body) or validate_request(
                 request.body,
                 reject_null_content=fake.reject_null_content,
                 reject_empty_content=fake.reject_empty_content,
@@ -127,6 +128,17 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
 
+def too_many_tools(body: Any) -> str | None:
+    """OpenAI's refusal of a request carrying more than MAX_TOOLS tools, in its words."""
+    tools = body.get("tools") if isinstance(body, dict) else None
+    if isinstance(tools, list) and len(tools) > MAX_TOOLS:
+        return (
+            "Invalid 'tools': array too long. Expected an array with maximum length "
+            f"{MAX_TOOLS}, but got an array with length {len(tools)} instead."
+        )
+    return None
+
+
 def _route(target: str) -> str:
     return urlsplit(target).path.rstrip("/")
 
@@ -136,7 +148,8 @@ class FakeOpenAIServer:
 
     Script it with responses (`text_turn`, `tool_turn`, `error`, `sse`), point a client at
     `base_url`, then inspect `requests`. With `strict` (the default) each request is first
-    checked like a strict provider would (`validate_request`); a rejected one gets a 400 and
+    checked like a strict provider would (`validate_request`, and OpenAI's most tools per
+    request, `too_many_tools`); a rejected one gets a 400 and
     consumes no scripted response.
     """
 
