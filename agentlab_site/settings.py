@@ -261,6 +261,7 @@ AGENTLAB_SHUTDOWN_SECONDS = float(os.environ.get("AGENTLAB_SHUTDOWN_SECONDS", "1
 # Modules imported at start-up that register their own tools with chat.agent.default_registry.
 AGENTLAB_TOOL_MODULES = env_list("AGENTLAB_TOOL_MODULES", "")
 AGENTLAB_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTLAB_MAX_MESSAGE_CHARS", "32000"))
+AGENTLAB_MAX_TOOL_RESULT_CHARS = int(os.environ.get("AGENTLAB_MAX_TOOL_RESULT_CHARS", "100000"))
 # Per-connection frame budget: a burst, then this many frames a second; a flood closes it.
 AGENTLAB_WS_BURST = int(os.environ.get("AGENTLAB_WS_BURST", "10"))
 AGENTLAB_WS_FRAMES_PER_SECOND = float(os.environ.get("AGENTLAB_WS_FRAMES_PER_SECOND", "2"))

@@ -102,8 +102,10 @@ def conversation_turns(conversation: Conversation) -> list[Turn]:
     """The conversation as turns, in five queries whatever its length."""
     runs = {run.pk: run for run in conversation.runs.all()}
     calls: dict[int, list[ToolCall]] = {}
-    for call in ToolCall.objects.filter(run__conversation=conversation).order_by(
-        "step", "position", "pk"
+    for call in (
+        ToolCall.objects.filter(run__conversation=conversation)
+        .defer("raw_result")  # megabytes of media, read by a call's details alone
+        .order_by("step", "position", "pk")
     ):
         calls.setdefault(call.run_id, []).append(call)
     model_calls: dict[int, list[ModelCall]] = {}

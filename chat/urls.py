@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from chat import inspector, picker, search, views
+from chat import inspector, media, picker, search, views
 from chat.agents import actions as agent_actions
 from chat.agents import page as agent_page
 from chat.agents import views as agent_views
@@ -45,6 +45,11 @@ urlpatterns = [
         "c/<int:pk>/tool-calls/<int:tool_call_pk>/",
         views.tool_call_detail,
         name="tool_call_detail",
+    ),
+    path(
+        "c/<int:pk>/tool-calls/<int:tool_call_pk>/media/<int:number>/",
+        media.tool_call_media,
+        name="tool_call_media",
     ),
     path(
         "c/<int:pk>/runs/<int:run_pk>/annotation/",

@@ -17,7 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from chat import access, agent, agents, inspector, picker, runs
+from chat import access, agent, agents, inspector, media, picker, runs
 from chat.access import Action
 from chat.agents import views as agent_views
 from chat.forms import AgentSettings, ToolForkForm
@@ -207,7 +207,8 @@ def tool_call_detail(request: AuthenticatedRequest, pk: int, tool_call_pk: int) 
     call = get_object_or_404(
         ToolCall.objects.select_related("run"), pk=tool_call_pk, run__conversation=conversation
     )
-    return render(request, "chat/conversation.html#tool-detail", {"call": call})
+    context = {"call": call, "media": media.for_call(call)}
+    return render(request, "chat/conversation.html#tool-detail", context)
 
 
 @login_required

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from channels.db import database_sync_to_async as sync_to_async
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
@@ -39,20 +40,24 @@ from .mcp_config import config_problems, parse_command, server_config
 
 logger = logging.getLogger(__name__)
 SEPARATOR = mcp.SEPARATOR
+MAX_RAW_CHARS = 8_000_000
+"""The most of a result stored as the server sent it; past it, long strings are shortened."""
 RAW_TEXT_CHARS = 2_000
 
 
 def _raw(result: Any) -> dict[str, Any]:
-    """A result as the server sent it, for the logs: long texts and binary data shortened
-    (the model's reply holds the whole text)."""
-    raw: dict[str, Any] = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    """A result as the server sent it, whole (its images are shown from it), unless it is
+    past MAX_RAW_CHARS: then its long texts and binary data are shortened."""
+    raw = mcp_content.as_json(result)
+    if len(json.dumps(raw)) <= MAX_RAW_CHARS:
+        return raw
     for part in raw.get("content", []):
         for key in ("text", "data", "blob"):
             value = part.get(key)
             if isinstance(value, str) and len(value) > RAW_TEXT_CHARS:
                 part[key] = value[:RAW_TEXT_CHARS] + f"… ({len(value):,} characters in all)"
     if len(json.dumps(raw.get("structuredContent"), default=str)) > 4 * RAW_TEXT_CHARS:
-        raw["structuredContent"] = "(as in the result)"
+        raw["structuredContent"] = "(too big to keep)"
     return raw
 
 
@@ -150,9 +155,10 @@ class Hub:
                 result = await live.call(tool_name, arguments)
             except mcp.McpUnavailable as exc:
                 raise ToolError(unavailable(server_name, exc), kind="unavailable") from None
+            limit = settings.AGENTLAB_MAX_TOOL_RESULT_CHARS
             if result.is_error:
-                raise ToolError(mcp_content.error_text(result), raw=_raw(result))
-            return ToolOutput(mcp_content.result_text(result), raw=_raw(result))
+                raise ToolError(mcp_content.error_text(result, limit=limit), raw=_raw(result))
+            return ToolOutput(mcp_content.result_text(result, limit=limit), raw=_raw(result))
 
         try:
             registry.register(definition, call, timeout=server.timeout, source=server_name)

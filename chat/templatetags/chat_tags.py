@@ -17,6 +17,7 @@ from django.utils.safestring import SafeString
 from django.utils.timezone import localtime
 
 from chat import search
+from chat.agent import mcp_content
 from chat.agent.tools import choice_label, humanize
 from chat.models import ToolFailure
 from chat.rendering import markdown
@@ -68,6 +69,12 @@ def pretty_json(value: Any) -> str:
     if isinstance(value, str):
         return pretty(value)
     return json.dumps(value, indent=2, ensure_ascii=False, default=str)
+
+
+@register.filter
+def binary_shortened(value: Any) -> Any:
+    """A stored MCP result with its base64 shortened: its media are shown beside it."""
+    return mcp_content.for_display(value)
 
 
 @register.filter(name="markdown")

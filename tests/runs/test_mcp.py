@@ -122,9 +122,14 @@ async def test_errors_invalid_arguments_and_big_results_reach_the_model(
     assert calls["c2"].status == "failed" and calls["c2"].error.startswith("invalid arguments")
     assert calls["c2"].raw_result is None  # refused before the call
     assert "index rebuilding" in tool_message(fake_openai, 1, "c1")
-    assert len(tool_message(fake_openai, 1, "c3")) == 1_048_576
+    big = tool_message(fake_openai, 1, "c3")  # the model reads the first 100,000 characters
+    assert big.startswith("0123456789abcdef" * 6_250) and big.endswith(
+        "\n[cut: the first 100,000 of 1,048,576 characters; the whole result is kept in the "
+        "run's log]"
+    )
     assert tool_message(fake_openai, 1, "c4") == "naïve café ☕ 東京"
-    assert calls["c3"].status == "completed" and len(calls["c3"].result) == 1_048_576
+    assert calls["c3"].status == "completed" and calls["c3"].result == big
+    assert len(calls["c3"].raw_result["content"][0]["text"]) == 1_048_576  # kept whole
 
 
 async def test_two_servers_answer_a_turn_in_parallel(
