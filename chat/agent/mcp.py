@@ -119,6 +119,12 @@ async def _streams(config: ServerConfig) -> AsyncIterator[Any]:
 ToolsChanged = Callable[[list[ServerTool]], Awaitable[None]]
 
 
+class PromptsChanged(Protocol):
+    """Hears that the server's prompt list changed (it asks `list_prompts` itself)."""
+
+    async def __call__(self, connection: Connection) -> None: ...
+
+
 class Progress(Protocol):
     """Hears a call's progress notifications."""
 
@@ -128,9 +134,15 @@ class Progress(Protocol):
 class Connection:
     """One server for this process: connected on `start`, kept alive, closed on `close`."""
 
-    def __init__(self, config: ServerConfig, on_tools_changed: ToolsChanged | None = None) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        on_tools_changed: ToolsChanged | None = None,
+        on_prompts_changed: PromptsChanged | None = None,
+    ) -> None:
         self.config = config
         self.on_tools_changed = on_tools_changed
+        self.on_prompts_changed = on_prompts_changed
         self.tools: list[ServerTool] = []
         self.error = ""
         self.server_name = ""
@@ -283,12 +295,16 @@ class Connection:
                     await session.send_ping()
 
     async def _message(self, message: Any) -> None:
-        from mcp.types import ToolListChangedNotification
+        from mcp.types import PromptListChangedNotification, ToolListChangedNotification
 
         if isinstance(message, ToolListChangedNotification):
             task = asyncio.create_task(self._refresh())
-            self._refreshing.add(task)
-            task.add_done_callback(self._refreshing.discard)
+        elif isinstance(message, PromptListChangedNotification) and self.on_prompts_changed:
+            task = asyncio.create_task(self.on_prompts_changed(self))
+        else:
+            return
+        self._refreshing.add(task)
+        task.add_done_callback(self._refreshing.discard)
 
     async def _refresh(self) -> None:
         try:

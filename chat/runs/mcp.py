@@ -37,6 +37,7 @@ __all__ = [  # the rules live with the models and the configuration
 ]
 
 from .mcp_config import config_problems, parse_command, server_config
+from .mcp_prompts import refresh_prompts
 
 logger = logging.getLogger(__name__)
 SEPARATOR = mcp.SEPARATOR
@@ -96,7 +97,10 @@ class Hub:
                 async def changed(tools: list[mcp.ServerTool]) -> None:
                     await sync_to_async(save_tools)(pk, tools)
 
-                known = (config, mcp.Connection(config, on_tools_changed=changed))
+                async def prompts_changed(connection: mcp.Connection) -> None:
+                    await refresh_prompts(pk, connection)
+
+                known = (config, mcp.Connection(config, changed, prompts_changed))
                 self.connections[server.name] = known
         await known[1].start()
         return known[1]
@@ -168,7 +172,8 @@ class Hub:
             registry.withhold(row.exposed_name, reason, source=server_name)
 
     async def refresh(self, server: McpServer) -> list[mcp.ServerTool]:
-        """Ask the server for its tools now and store them; McpUnavailable if it is down."""
+        """Ask the server for its tools and prompts now and store them; McpUnavailable if it
+        is down."""
         try:
             connection = await self.connection(server)
             tools = await connection.list_tools()
@@ -176,6 +181,7 @@ class Hub:
             await sync_to_async(mark)(server.pk, up=False, error=str(exc))
             raise
         await sync_to_async(save_tools)(server.pk, tools)
+        await refresh_prompts(server.pk, connection)
         return tools
 
     async def close(self) -> None:

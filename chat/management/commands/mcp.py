@@ -17,6 +17,7 @@ from chat.management.terminal import fold
 from chat.models import McpServer, McpTool
 from chat.models.mcp import SERVER_NAME, TASK_ONLY
 from chat.runs import mcp as servers
+from chat.runs import mcp_prompts
 from chat.runs.providers import read_mcp_variable
 
 LIST_TIMEOUT = 15.0
@@ -142,13 +143,14 @@ class Command(BaseCommand):
     def add_server(self, options: dict[str, Any]) -> None:
         server = _new_server(options)
         try:
-            label, tools = asyncio.run(mcp.probe(servers.server_config(server)))
+            label, tools, prompts = asyncio.run(mcp_prompts.probe(servers.server_config(server)))
         except mcp.McpUnavailable as exc:
             raise CommandError(f"{server.name} did not answer initialize: {exc}") from None
         try:
             with transaction.atomic():
                 server.save()
                 rows = servers.save_tools(server.pk, tools)
+                mcp_prompts.save_prompts(server.pk, prompts or [])
         except IntegrityError:
             raise CommandError(f"An MCP server named {server.name!r} exists already.") from None
         for variable in {**server.headers, **server.env}.values():
@@ -217,10 +219,10 @@ class Command(BaseCommand):
                 "Nothing to change: give --url, --command, --header, --env, --timeout, --enable "
                 "or --disable (manage.py mcp edit --help)."
             )
-        tools = None
+        tools = prompts = None
         if server.enabled and not options["no_check"]:
             try:
-                _, tools = asyncio.run(mcp.probe(servers.server_config(server)))
+                _, tools, prompts = asyncio.run(mcp_prompts.probe(servers.server_config(server)))
             except mcp.McpUnavailable as exc:
                 raise CommandError(
                     f"{server.name} did not answer initialize with the new settings; nothing "
@@ -230,6 +232,8 @@ class Command(BaseCommand):
             server.save()
             if tools is not None:
                 servers.save_tools(server.pk, tools)
+            if prompts is not None:
+                mcp_prompts.save_prompts(server.pk, prompts)
         self.stdout.write(f"Changed {server.name}: {'; '.join(changes)}.")
         if tools is not None:
             self.stdout.write(f"{server.name}: {_changes(before, _snapshot(server))}")
