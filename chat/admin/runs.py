@@ -8,6 +8,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from chat.agent import mcp_content
 from chat.agent.redaction import redact
 from chat.models import ModelCall, Run, ToolCall
 from chat.runs.providers import known_keys
@@ -182,7 +183,7 @@ class ToolCallAdmin(RunRecordAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
         queryset: QuerySet[ToolCall] = super().get_queryset(request)
-        return queryset.select_related("message")
+        return queryset.select_related("message").defer("raw_result")  # loaded on its own page
 
     @admin.display(description="tool", ordering="name")
     def tool(self, obj: ToolCall) -> SafeString:
@@ -202,4 +203,6 @@ class ToolCallAdmin(RunRecordAdmin):
 
     @admin.display(description="raw result (as the MCP server sent it)")
     def raw_result_display(self, obj: ToolCall) -> SafeString | str:
-        return "—" if obj.raw_result is None else folded(pretty_json(obj.raw_result))
+        if obj.raw_result is None:
+            return "—"
+        return folded(pretty_json(mcp_content.for_display(obj.raw_result)))

@@ -119,7 +119,9 @@ def transcript(conversation: Conversation) -> Transcript:
         .order_by("started_at", "id")
     )
     logs = list(
-        ToolCall.objects.filter(run__conversation=conversation).order_by("step", "position", "id")
+        ToolCall.objects.filter(run__conversation=conversation)
+        .defer("raw_result")  # megabytes of media; a call's own page shows it
+        .order_by("step", "position", "id")
     )
     by_message = {(log.message_id, log.call_id): log for log in logs}
     message_ids = {message.pk for path in paths for message in path.messages}

@@ -144,3 +144,17 @@ async def test_the_media_follow_the_conversation_permission_rule(
     await made.asave(update_fields=["shared"])
     shared = await teammate.get(url)
     assert shared.status_code == 200 and shared.content == png(padding=300_000)
+
+
+async def test_the_admin_shows_the_raw_result_with_its_base64_shortened(
+    docs_http: McpHttpServer, hub: hub_module.Hub, fake_openai: FakeOpenAIServer
+) -> None:
+    made, calls = await media_run(fake_openai, docs_http)
+    root = await database_sync_to_async(make.user)("root", is_staff=True, is_superuser=True)
+    admin = await client_of(root)
+    page = await admin.get(reverse("admin:chat_toolcall_change", args=[calls["c1"].pk]))
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "characters of base64)" in text and len(text) < 60_000
+    transcript = await admin.get(reverse("admin:chat_conversation_change", args=[made.pk]))
+    assert transcript.status_code == 200 and b"iVBORw0KGgo" not in transcript.content
