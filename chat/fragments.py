@@ -26,6 +26,7 @@ from chat.agent.tools import humanize
 from chat.models import Conversation, Message, Run
 from chat.models.conversations import group_name
 from chat.templatetags.chat_tags import fragment_id, pill
+from chat.tool_progress import Pacer, indicator_label
 from chat.transcripts import versions
 from chat.turns import Turn, conversation_turns, turn_for_run
 
@@ -98,12 +99,14 @@ class LiveState:
     text: list[str] = field(default_factory=list)
     reasoning: list[str] = field(default_factory=list)
     running: dict[str, str] = field(default_factory=dict)
+    progress: dict[str, events.ToolCallProgress] = field(default_factory=dict)
     finished: list[events.ToolResult] = field(default_factory=list)
     step: int = 0
     max_steps: int = 0
 
     def indicator(self) -> str:
-        return ", ".join(humanize(name) for name in self.running.values())
+        running = self.running.items()
+        return ", ".join(indicator_label(name, self.progress.get(call)) for call, name in running)
 
 
 def frame_interval(base: float, streams: int) -> float:
@@ -144,6 +147,7 @@ class RunPublisher:
         self.base_interval = interval
         self._counted = False
         self.state = LiveState()
+        self.pacer = Pacer()
         self.frames = 0
         self._pending: list[tuple[str, str]] = []
         self._last_flush = 0.0
@@ -169,6 +173,7 @@ class RunPublisher:
     def close(self) -> None:
         """The run is over, whether or not it told RunFinished (a run deleted meanwhile)."""
         self._count(False)
+        self.pacer.close()
 
     def read_due(self) -> float:
         """When the run's provider stream need next be read (chat.agent.http.READ_PACING):
@@ -191,13 +196,19 @@ class RunPublisher:
             # request meanwhile instead of after it; every later frame waits for this one.
             self._opening = asyncio.ensure_future(self._open())
             return
+        if isinstance(event, events.ToolCallProgress):
+            self.state.progress[event.tool_call_id] = event
+            await self.pacer.offer(event.tool_call_id, lambda: self._frame(event))
+            return
         if isinstance(event, events.RunFinished):
-            self._count(False)
+            self.close()
         if isinstance(event, events.ToolCallStarted | events.TurnEnd | events.RunFinished):
             self._first_output.set()
+        await self._frame(event)
+
+    async def _frame(self, event: events.RunEvent) -> None:
         async with self._lock:
-            html = self._drain() + await self._render(event)
-            await self._publish(html)
+            await self._publish(self._drain() + await self._render(event))
 
     async def _open(self) -> None:
         """The run's first frame: the user message, the reply so far, the running state.
@@ -293,8 +304,12 @@ class RunPublisher:
                 return render("indicator", {"key": key, "live": state, "oob": True}) + announce(
                     f"Looking up: {humanize(call.name)}"
                 )
+            case events.ToolCallProgress():
+                return render("indicator", {"key": key, "live": state, "oob": True})
             case events.ToolCallFinished(result):
                 state.running.pop(result.tool_call.id, None)
+                state.progress.pop(result.tool_call.id, None)
+                self.pacer.forget(result.tool_call.id)
                 state.finished.append(result)
                 return render("indicator", {"key": key, "live": state, "oob": True}) + (
                     f'<span id="{fragment_id("pills", key)}" hx-swap-oob="beforeend">'

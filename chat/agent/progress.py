@@ -8,9 +8,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Protocol
 
 from .events import ToolCallProgress
+
+
+class ProgressCallback(Protocol):
+    """An async callback hearing progress, as an MCP session calls it (chat.agent.mcp.Progress)."""
+
+    async def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
+
 
 Reporter = Callable[[float, float | None, str | None], None]
 Hear = Callable[[ToolCallProgress], None]
@@ -29,7 +37,7 @@ def report_progress(
         reporter(progress, total, message)
 
 
-def progress_callback() -> Callable[[float, float | None, str | None], Awaitable[None]]:
+def progress_callback() -> ProgressCallback:
     """For a handler whose progress is heard in another task (an MCP session's): an async
     callback that reports it for the call executed now."""
     reporter = _reporter.get()

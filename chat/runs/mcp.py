@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from chat import agent
 from chat.agent import mcp, mcp_content
+from chat.agent.progress import progress_callback
 from chat.agent.tools import ToolError, ToolOutput
 from chat.models import McpServer, McpTool
 from chat.models.mcp import WHOLE_SERVER, known_tool_names, whole_servers
@@ -156,7 +157,7 @@ class Hub:
             try:
                 current = self.connections.get(server_name)
                 live = current[1] if current is not None else connection
-                result = await live.call(tool_name, arguments)
+                result = await live.call(tool_name, arguments, progress=progress_callback())
             except mcp.McpUnavailable as exc:
                 raise ToolError(unavailable(server_name, exc), kind="unavailable") from None
             limit = settings.AGENTLAB_MAX_TOOL_RESULT_CHARS
