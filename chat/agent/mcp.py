@@ -18,14 +18,15 @@ import hashlib
 import importlib
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from mcp import ClientSession
     from mcp import types as mcp_types
-    from mcp.shared.exceptions import MCPError
+
+    from .mcp_session import Link
 
 from .mcp_lists import ServerPrompt, ServerTool, list_prompts, list_tools
 
@@ -55,6 +56,11 @@ def load_sdk() -> None:
 
 class McpUnavailable(Exception):
     """The server cannot be reached (or stopped answering); the text says why."""
+
+
+class McpCallFailed(Exception):
+    """The server answered a call with a JSON-RPC error: the tool's failure, not the server's
+    absence (a task-only tool, a request this client refuses); the text is the server's."""
 
 
 @dataclass(frozen=True)
@@ -93,29 +99,6 @@ def exposed_name(server: str, tool: str, taken: Collection[str] = ()) -> str:
     return f"{name[: NAME_CHARS - 9]}_{digest}"
 
 
-@contextlib.asynccontextmanager
-async def _streams(config: ServerConfig) -> AsyncIterator[Any]:
-    import httpx2
-    from mcp import StdioServerParameters
-    from mcp.client.stdio import stdio_client
-    from mcp.client.streamable_http import streamable_http_client
-
-    if config.url:
-        async with (
-            httpx2.AsyncClient(headers=dict(config.headers), timeout=CONNECT_TIMEOUT) as http,
-            streamable_http_client(
-                config.url, http_client=http, max_sse_event_size=MAX_EVENT_BYTES
-            ) as streams,
-        ):
-            yield streams
-    else:
-        parameters = StdioServerParameters(
-            command=config.command, args=list(config.args), env=dict(config.env) or None
-        )
-        async with stdio_client(parameters) as streams:
-            yield streams
-
-
 ToolsChanged = Callable[[list[ServerTool]], Awaitable[None]]
 
 
@@ -147,8 +130,10 @@ class Connection:
         self.error = ""
         self.server_name = ""
         self._session: ClientSession | None = None
+        self._link: Link | None = None
         self._ready = asyncio.Event()
         self._wake = asyncio.Event()
+        self._retry: asyncio.Event | None = None  # set while the owner waits to try again
         self._closing = False
         self._owner: asyncio.Task[None] | None = None
         self._refreshing: set[asyncio.Task[None]] = set()
@@ -158,10 +143,16 @@ class Connection:
         return self._session is not None
 
     async def start(self) -> None:
-        """Connect (or wait for the connection in progress); McpUnavailable saying why not."""
+        """Connect (or wait for the connection in progress); McpUnavailable saying why not.
+
+        While the owner waits to try again after a failure, it tries at once: a run starting
+        then gets the server's tools if it is back."""
         if self._owner is None or self._owner.done():
             self._ready.clear()
             self._owner = asyncio.create_task(self._own(), name=f"mcp {self.config.name}")
+        elif not self.up and self._retry is not None:
+            self._ready.clear()
+            self._retry.set()
         if not self.up:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(CONNECT_TIMEOUT):
@@ -182,10 +173,16 @@ class Connection:
     async def call(
         self, name: str, arguments: dict[str, Any], *, progress: Progress | None = None
     ) -> mcp_types.CallToolResult:
-        """Call a tool; McpUnavailable when the server is down or stops during the call.
-        `progress` hears the server's progress notifications for this call."""
+        """Call a tool. McpUnavailable when the server is down or stops during the call;
+        McpCallFailed when it answers with a JSON-RPC error. `progress` hears the server's
+        progress notifications for this call.
+
+        A call the server refused because it no longer knows the session (a restarted HTTP
+        server) ran nothing: it is sent once more, in a new session."""
         from mcp.shared.exceptions import MCPError
         from mcp.types import CONNECTION_CLOSED
+
+        from .mcp_session import traced
 
         for attempt in (1, 2):
             await self.start()
@@ -193,21 +190,27 @@ class Connection:
             if session is None:
                 raise McpUnavailable(self.error or "not connected")
             try:
-                return await session.call_tool(name, arguments, progress_callback=progress)
+                with traced() as trace:
+                    return await session.call_tool(name, arguments, progress_callback=progress)
             except asyncio.CancelledError:
                 raise
             except MCPError as exc:
-                if _session_gone(exc) and attempt == 1:
-                    # A restarted HTTP server forgot the session and ran nothing: the spec's
-                    # answer is a new session, and the call is safe to send again.
-                    self._broken(exc)
-                    continue
-                if exc.error.code != CONNECTION_CLOSED:
-                    raise McpUnavailable(f"the call failed: {exc.error.message}") from None
-                self._broken(exc)
-                raise McpUnavailable("the server stopped during the call") from None
+                message = exc.error.message
+                if trace.session_unknown:
+                    if attempt == 1:
+                        logger.info(
+                            "MCP server %s: new session; %s sent again", self.config.name, name
+                        )
+                        continue
+                    raise McpUnavailable(f"the server lost the session again: {message}") from None
+                if exc.error.code == CONNECTION_CLOSED:
+                    self._broken(exc, session)
+                    raise McpUnavailable("the server stopped during the call") from None
+                if trace.status in (401, 403) or trace.status >= 500:
+                    raise McpUnavailable(f"HTTP {trace.status}: {message}") from None
+                raise McpCallFailed(message) from None
             except Exception as exc:
-                self._broken(exc)
+                self._broken(exc, session)
                 raise McpUnavailable(
                     f"the server stopped during the call ({_reason(exc)})"
                 ) from None
@@ -241,26 +244,36 @@ class Connection:
         except MCPError as exc:
             raise McpUnavailable(f"the prompt failed: {exc.error.message}") from None
 
-    def _broken(self, exc: BaseException) -> None:
-        self.error = _reason(exc)
+    def _broken(self, exc: BaseException, session: ClientSession) -> None:
+        if session is self._session:  # not a reconnection made meanwhile
+            self._lost(_reason(exc))
+
+    def _lost(self, reason: str, link: Link | None = None) -> None:
+        """The session is over: the next call waits for the reconnection, started now."""
+        if link is not None and link is not self._link:
+            return  # an earlier connection's transport, already replaced
+        self.error = reason
         self._session = None
-        self._ready.clear()  # the next call waits for the reconnection
+        self._ready.clear()
         self._wake.set()
 
     async def _own(self) -> None:
-        from mcp import ClientSession
+        from .mcp_session import Link, Session, open_streams
 
         failures = 0
         while not self._closing:
             self._ready.clear()
+            link = self._link = Link(lambda lost: self._lost(lost.lost, lost))
             try:
                 async with (
-                    _streams(self.config) as streams,
-                    ClientSession(streams[0], streams[1], message_handler=self._message) as session,
+                    open_streams(self.config, link) as streams,
+                    Session(streams[0], streams[1], message_handler=self._message) as session,
                 ):
                     async with asyncio.timeout(CONNECT_TIMEOUT):
                         result = await session.initialize()
                         tools = await list_tools(session)
+                    if link.lost:
+                        raise McpUnavailable(link.lost)
                     self.server_name = result.server_info.name
                     self.tools, self.error, failures = tools, "", 0
                     self._session = session
@@ -269,30 +282,39 @@ class Connection:
             except asyncio.CancelledError:
                 raise
             except BaseException as exc:
-                self.error = _reason(exc)
+                self.error = link.lost or _reason(exc)  # not the noise of the teardown
                 logger.info("MCP server %s: %s", self.config.name, self.error)
             finally:
-                self._session = None
+                self._session = self._link = None
             if self._closing:
                 return
             if failures:
-                self._ready.set()  # a waiting `start` learns why
-                await asyncio.sleep(RETRY_WAITS[min(failures - 1, len(RETRY_WAITS) - 1)])
+                await self._pause(RETRY_WAITS[min(failures - 1, len(RETRY_WAITS) - 1)])
             failures += 1  # a server that was up is started again at once, once
 
+    async def _pause(self, seconds: float) -> None:
+        """Wait before trying again, or less when `start` asks for the server meanwhile."""
+        self._retry = asyncio.Event()
+        self._ready.set()  # a waiting `start` learns why
+        try:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(seconds):
+                    await self._retry.wait()
+        finally:
+            self._retry = None
+
     async def _watch(self, session: ClientSession) -> None:
-        """Hold the session open until closing or a failure; ping it now and then, so a server
-        that died while idle is noticed and started again."""
-        while not self._closing:
-            self._wake.clear()
+        """Hold the session open until closing or a failure. The transport says at once when
+        the server goes away; a ping now and then finds a server that stopped answering."""
+        while not self._closing and self._session is session:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(PING_EVERY):
                     await self._wake.wait()
-            if self._closing or self._session is None:
-                return
-            if not self._wake.is_set():
-                async with asyncio.timeout(CONNECT_TIMEOUT):
-                    await session.send_ping()
+            if self._wake.is_set():
+                self._wake.clear()
+                continue
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                await session.send_ping()
 
     async def _message(self, message: Any) -> None:
         from mcp.types import PromptListChangedNotification, ToolListChangedNotification
@@ -316,14 +338,6 @@ class Connection:
             await self.on_tools_changed(tools)
 
 
-def _session_gone(exc: MCPError) -> bool:
-    """A streamable HTTP server answered 404 for the session: it restarted, or forgot it."""
-    from mcp.types import INVALID_REQUEST
-
-    message = exc.error.message.lower()
-    return exc.error.code == INVALID_REQUEST and "session" in message
-
-
 def _reason(exc: BaseException) -> str:
     """One line for an error, the first real cause inside an exception group."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
@@ -334,11 +348,11 @@ def _reason(exc: BaseException) -> str:
 
 async def probe(config: ServerConfig) -> tuple[str, list[ServerTool]]:
     """Connect once, answer `initialize` and `tools/list`, and leave: (server name, tools)."""
-    from mcp import ClientSession
+    from .mcp_session import Session, open_streams
 
     try:
         async with asyncio.timeout(CONNECT_TIMEOUT):
-            async with _streams(config) as streams, ClientSession(streams[0], streams[1]) as s:
+            async with open_streams(config) as streams, Session(streams[0], streams[1]) as s:
                 result = await s.initialize()
                 return result.server_info.name, await list_tools(s)
     except asyncio.CancelledError:

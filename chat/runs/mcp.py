@@ -160,6 +160,8 @@ class Hub:
                 result = await live.call(tool_name, arguments, progress=progress_callback())
             except mcp.McpUnavailable as exc:
                 raise ToolError(unavailable(server_name, exc), kind="unavailable") from None
+            except mcp.McpCallFailed as exc:  # the server answered: the tool's own failure
+                raise ToolError(str(exc)) from None
             limit = settings.AGENTLAB_MAX_TOOL_RESULT_CHARS
             if result.is_error:
                 raise ToolError(mcp_content.error_text(result, limit=limit), raw=_raw(result))

@@ -319,7 +319,10 @@ def main() -> None:
     parser.add_argument("--name", default="docs")
     parser.add_argument("--extra-tools", type=int, default=0, metavar="N")
     parser.add_argument("--unknown-session", type=int, choices=(400, 404), default=404)
+    parser.add_argument("--stderr-line", default="", metavar="TEXT", help="Say TEXT on stderr.")
     options = parser.parse_args()
+    if options.stderr_line:
+        print(options.stderr_line, file=sys.stderr, flush=True)
     server = build(options.name, options.extra_tools)
     if not options.http:
         server.run("stdio")
