@@ -3,11 +3,12 @@
 Pure Python over the official `mcp` SDK (2.x). The SDK's client contexts are anyio task groups
 that must be entered and left in one task, so each `Connection` has a task that owns its
 session; calls from any task go through that session while it is open. The owner reconnects
-(and so restarts a stdio server) after the server dies, with a growing pause.
+(and so restarts a stdio server) as soon as the transport says the server is gone, then with a
+growing pause that a new `start` cuts short.
 
-The SDK (and its HTTP client) is imported by the code that connects, not by this module: the
-models, the admin and every command read the names here, and importing the SDK costs a
-command more start-up time than its own work.
+The SDK (and its HTTP client, in `mcp_session`) is imported by the code that connects, not by
+this module: the models, the admin and every command read the names here, and importing the
+SDK costs a command more start-up time than its own work.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def load_sdk() -> None:
     A server process does as it starts: the import takes about half a second, which the first
     run with MCP tools would otherwise spend holding up the event loop and every stream on it.
     """
-    importlib.import_module("mcp")  # the package imports its client, types and transports
+    importlib.import_module(".mcp_session", __package__)  # the SDK, its transports, httpx2
 
 
 class McpUnavailable(Exception):
