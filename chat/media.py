@@ -7,6 +7,7 @@ shown inline; anything else (an SVG, a zip, a PDF) is a download, never rendered
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Iterable
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -48,6 +49,11 @@ def tool_call_media(request: HttpRequest, pk: int, tool_call_pk: int, number: in
     call = get_object_or_404(
         ToolCall.objects.only("pk", "raw_result"), pk=tool_call_pk, run__conversation=conversation
     )
+    return serve(call, number)
+
+
+def serve(call: ToolCall, number: int) -> HttpResponse:
+    """The response for a call's `number`th medium; 404 if it has none such."""
     found = mcp_content.media(call.raw_result or {})
     if not 1 <= number <= len(found):
         raise Http404("No such medium.")
@@ -78,12 +84,25 @@ class Shown:
     file_name: str
 
 
-def for_call(call: ToolCall) -> list[Shown]:
-    """What a call's details show of its result's media."""
+def for_call(call: ToolCall, *, admin: bool = False) -> list[Shown]:
+    """What a call's details (or, with `admin`, the admin transcript) show of its media."""
     if not call.raw_result:
         return []
     shown = []
     for number, item in enumerate(mcp_content.media(call.raw_result), start=1):
-        url = reverse("chat:tool_call_media", args=[call.run.conversation_id, call.pk, number])
+        if admin:
+            url = reverse("admin:chat_toolcall_media", args=[call.pk, number])
+        else:
+            url = reverse("chat:tool_call_media", args=[call.run.conversation_id, call.pk, number])
         shown.append(Shown(number, item, shown_inline(item), url, file_name(item, number)))
     return shown
+
+
+def calls_with_media(calls: Iterable[ToolCall]) -> dict[int, list[Shown]]:
+    """The media of those `calls` whose result names any (their raw results read in one
+    query, which `calls` may have deferred), for the admin transcript."""
+    named = [call.pk for call in calls if call.server and f", {mcp_content.SHOWN}]" in call.result]
+    if not named:
+        return {}
+    loaded = ToolCall.objects.filter(pk__in=named).only("pk", "raw_result")
+    return {call.pk: for_call(call, admin=True) for call in loaded}

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.urls import URLPattern, path
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from chat import media
 from chat.agent import mcp_content
 from chat.agent.redaction import redact
 from chat.models import ModelCall, Run, ToolCall
@@ -184,6 +188,18 @@ class ToolCallAdmin(RunRecordAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
         queryset: QuerySet[ToolCall] = super().get_queryset(request)
         return queryset.select_related("message").defer("raw_result")  # loaded on its own page
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.media_view)
+        media_url = path("<int:pk>/media/<int:number>/", view, name="chat_toolcall_media")
+        return [media_url, *super().get_urls()]
+
+    def media_view(self, request: HttpRequest, pk: int, number: int) -> HttpResponse:
+        """An image, sound or file of a call's result, for the admin transcript."""
+        call = get_object_or_404(ToolCall.objects.only("pk", "raw_result"), pk=pk)
+        if not self.has_view_permission(request, call):
+            raise PermissionDenied
+        return media.serve(call, number)
 
     @admin.display(description="tool", ordering="name")
     def tool(self, obj: ToolCall) -> SafeString:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from django.db.models import Prefetch
 from django.utils.safestring import SafeString
 
-from chat import agent, waterfall
+from chat import agent, media, waterfall
+from chat.media import Shown
 from chat.models import Conversation, Message, ModelCall, Run, ToolCall, Version
 from chat.templatetags.chat_tags import pill as render_pill
 from chat.templatetags.chat_tags import pretty
@@ -24,6 +25,7 @@ class CallView:
 
     call: agent.ToolCall
     log: ToolCall | None
+    media: list[Shown] = field(default_factory=list)
 
     @property
     def pill(self) -> SafeString:
@@ -124,13 +126,14 @@ def transcript(conversation: Conversation) -> Transcript:
         .order_by("step", "position", "id")
     )
     by_message = {(log.message_id, log.call_id): log for log in logs}
+    shown = media.calls_with_media(logs)
     message_ids = {message.pk for path in paths for message in path.messages}
     views = {run.pk: RunView(run) for run in runs}
     for log in logs:
         views[log.run_id].tool_calls.append(log)
         if log.message_id is None or log.message_id not in message_ids:
             views[log.run_id].unlinked.append(log)
-    sections = _Sections(views, by_message)
+    sections = _Sections(views, by_message, shown)
     entries = sections.entries(paths[0])
     for entry in entries:
         entry.point = points.get(entry.message.index)
@@ -152,6 +155,7 @@ class _Sections:
 
     views: dict[int, RunView]
     by_message: dict[tuple[int | None, str], ToolCall]
+    media: dict[int, list[Shown]]
     shown: set[int] = field(default_factory=set)
 
     def entries(self, path: versions.Path) -> list[Entry]:
@@ -164,7 +168,8 @@ class _Sections:
             entry = Entry(message)
             for value in message.tool_calls or ():
                 call = agent.ToolCall.from_openai(value)
-                view = CallView(call, self.by_message.get((message.pk, call.id)))
+                log = self.by_message.get((message.pk, call.id))
+                view = CallView(call, log, self.media.get(log.pk, []) if log else [])
                 entry.calls.append(view)
                 asked[call.id] = view
             if message.version_id != own:

@@ -158,3 +158,14 @@ async def test_the_admin_shows_the_raw_result_with_its_base64_shortened(
     assert "characters of base64)" in text and len(text) < 60_000
     transcript = await admin.get(reverse("admin:chat_conversation_change", args=[made.pk]))
     assert transcript.status_code == 200 and b"iVBORw0KGgo" not in transcript.content
+    image = reverse("admin:chat_toolcall_media", args=[calls["c1"].pk, 1])
+    assert f'<img src="{image}" alt="Image 1 from Chart (image/png)"'.encode() in transcript.content
+    sound = reverse("admin:chat_toolcall_media", args=[calls["c2"].pk, 1])
+    assert f'src="{sound}" aria-label="Sound 1 from Tone'.encode() in transcript.content
+    assert b"Run `make deploy`." in transcript.content
+    served = await admin.get(image)
+    assert served["Content-Type"] == "image/png" and served.content == png(padding=300_000)
+
+    clerk = await database_sync_to_async(make.user)("clerk", is_staff=True)
+    refused = await (await client_of(clerk)).get(image)  # staff without "view tool call"
+    assert refused.status_code == 403
