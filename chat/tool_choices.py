@@ -1,7 +1,9 @@
 """The tools a conversation may choose, as the settings show them: the built-in ones, then each
 MCP server as a group (the whole server, then each tool), with what is not offered now marked
 and why. A chosen tool that is not offered stays a choice, so saving the panel keeps it and it
-works again when it comes back: settings change only when their user changes them."""
+works again when it comes back: settings change only when their user changes them. A tool that
+runs only as an MCP task cannot be chosen (it is never offered), and choices that offer more
+tools than a request may carry are warned of."""
 
 from __future__ import annotations
 
@@ -10,13 +12,16 @@ from dataclasses import dataclass
 
 from chat import agent
 from chat.agent.mcp import SEPARATOR
+from chat.agent.tools import too_many_tools
 from chat.models import McpServer, McpTool
+from chat.models.mcp import TASK_ONLY
 from chat.runs.mcp import WHOLE_SERVER
 
 NOT_HERE = "not available here"
 SERVER_DOWN = "not available: server down"
 SERVER_OFF = "not available: server turned off"
 NOT_LISTED = "no longer listed"
+TASK_ONLY_TEXT = "runs only as an MCP task"
 STATUS_CHARS = 200
 
 
@@ -30,6 +35,8 @@ class ToolChoice:
     unavailable: str = ""
     whole: bool = False
     """It chooses a whole server."""
+    selectable: bool = True
+    """False for a tool never offered (task-only) and not chosen: its box cannot be ticked."""
 
     @property
     def label(self) -> str:
@@ -45,6 +52,8 @@ class ToolGroup:
     state: str = ""
     """The server's: up, down, unknown or off (empty for the built-in tools)."""
     status: str = ""
+    source: str = ""
+    """The server's name (empty for the built-in tools), as a run counts its tools."""
 
 
 def whole_server(server: str) -> str:
@@ -75,7 +84,7 @@ def tool_choices(
         )
     ]
     for server in servers:
-        group = _server_group(server, list(server.tools.all()))
+        group = _server_group(server, list(server.tools.all()), chosen)
         if server.enabled or any(choice.name in chosen for choice in group.choices):
             groups.append(group)
     return groups
@@ -86,7 +95,7 @@ def _built_in(name: str, registry: agent.ToolRegistry) -> ToolChoice:
     return ToolChoice(name, agent.humanize(name), tool.definition.description if tool else "")
 
 
-def _server_group(server: McpServer, rows: Sequence[McpTool]) -> ToolGroup:
+def _server_group(server: McpServer, rows: Sequence[McpTool], chosen: Collection[str]) -> ToolGroup:
     if not server.enabled:
         state, status, why = "off", "Turned off by an administrator.", SERVER_OFF
     elif server.status == McpServer.Status.DOWN:
@@ -103,18 +112,49 @@ def _server_group(server: McpServer, rows: Sequence[McpTool]) -> ToolGroup:
         why,
         whole=True,
     )
-    tools = (
-        ToolChoice(
-            row.exposed_name,
-            agent.humanize(row.exposed_name),
-            row.description,
-            why or ("" if row.available else NOT_LISTED),
-        )
-        for row in rows
+    tools = (_tool_choice(row, why, chosen) for row in rows)
+    legend = f"{server.name} · MCP server"
+    return ToolGroup(legend, (everything, *tools), state, status, server.name)
+
+
+def _tool_choice(row: McpTool, why: str, chosen: Collection[str]) -> ToolChoice:
+    task_only = row.task_support == TASK_ONLY
+    return ToolChoice(
+        row.exposed_name,
+        agent.humanize(row.exposed_name),
+        row.description,
+        TASK_ONLY_TEXT if task_only else why or ("" if row.available else NOT_LISTED),
+        # One chosen before it became task-only can still be unticked.
+        selectable=not task_only or row.exposed_name in chosen,
     )
-    return ToolGroup(f"{server.name} · MCP server", (everything, *tools), state, status)
 
 
 def flat(groups: Sequence[ToolGroup]) -> list[tuple[str, str]]:
     """The groups as a form field's choices: (name, label)."""
-    return [(choice.name, choice.label) for group in groups for choice in group.choices]
+    return [
+        (choice.name, choice.label)
+        for group in groups
+        for choice in group.choices
+        if choice.selectable
+    ]
+
+
+def offered_sources(groups: Sequence[ToolGroup], chosen: Collection[str]) -> list[str]:
+    """The source of each tool a run would offer of `chosen`, as the groups show them now (a
+    server's status may change by the run)."""
+    sources = []
+    for group in groups:
+        whole = any(c.whole and c.name in chosen and not c.unavailable for c in group.choices)
+        sources += [
+            group.source
+            for choice in group.choices
+            if not (choice.whole or choice.unavailable) and (whole or choice.name in chosen)
+        ]
+    return sources
+
+
+def limit_warning(groups: Sequence[ToolGroup], chosen: Collection[str]) -> str:
+    """One line when `chosen` offers more tools than a request may carry; else empty."""
+    sources = offered_sources(groups, chosen)
+    advice = "A run fails with them: turn some off."
+    return too_many_tools(sources, lead="These choices offer", advice=advice) or ""
