@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from chat import inspector, media, picker, search, views
+from chat import inspector, media, picker, prompt_views, search, views
 from chat.agents import actions as agent_actions
 from chat.agents import page as agent_page
 from chat.agents import views as agent_views
@@ -34,6 +34,8 @@ urlpatterns = [
     path("c/<int:pk>/changes/version/", agent_views.save_version, name="conversation_save_version"),
     path("c/<int:pk>/changes/agent/", agent_views.save_agent, name="conversation_save_agent"),
     path("c/<int:pk>/settings/", views.conversation_settings, name="conversation_settings"),
+    path("c/<int:pk>/prompts/", prompt_views.prompt_list, name="prompt_list"),
+    path("c/<int:pk>/prompts/get/", prompt_views.prompt_get, name="prompt_get"),
     path("c/<int:pk>/model/", picker.conversation_model, name="conversation_model"),
     path("c/<int:pk>/model/list/", picker.conversation_models, name="conversation_models"),
     path("c/<int:pk>/rename/", views.conversation_rename, name="conversation_rename"),

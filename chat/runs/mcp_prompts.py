@@ -32,7 +32,12 @@ ARGUMENT_CHARS = NOTE_CHARS
 
 
 class PromptError(ValueError):
-    """Why a prompt gives no text, in one line for the person who asked."""
+    """Why a prompt gives no text, in one line for the person who asked; `status` is the HTTP
+    status that says so."""
+
+    def __init__(self, message: str, *, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +164,8 @@ def find(server_name: str, name: str) -> tuple[McpServer, Prompt]:
     server = McpServer.objects.filter(enabled=True, name=server_name).first()
     prompt = next((p for p in listed(server) if p.name == name), None) if server else None
     if server is None or prompt is None:
-        raise PromptError(f"Unknown prompt /{server_name}:{name}: no enabled MCP server lists it.")
+        command = f"/{server_name[:40]}:{name[:NAME_CHARS]}"
+        raise PromptError(f"Unknown prompt {command}: no enabled MCP server lists it.", status=404)
     return server, prompt
 
 
