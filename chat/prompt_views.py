@@ -43,7 +43,8 @@ def prompt_list(request: HttpRequest, pk: int) -> HttpResponse:
 @login_required
 @require_POST
 async def prompt_get(request: HttpRequest, pk: int) -> JsonResponse:
-    """`{"server", "name", "arguments"}` in; `{"text"}` out, or `{"error"}`: one line."""
+    """`{"server", "name", "arguments"}` in; `{"text"}` out, or `{"error"}`: one line (and the
+    `argument` it is about, if one)."""
     user = cast(User, await request.auser())  # login_required let only a user through
     await sync_to_async(access.conversation)(user, Action.WRITE, pk)
     try:
@@ -51,7 +52,8 @@ async def prompt_get(request: HttpRequest, pk: int) -> JsonResponse:
         server, prompt = await sync_to_async(mcp_prompts.find)(server_name, name)
         text = await _text(server, prompt, mcp_prompts.checked_arguments(prompt, given))
     except PromptError as exc:
-        return JsonResponse({"error": str(exc)}, status=exc.status)
+        answer = {"error": str(exc)} | ({"argument": exc.argument} if exc.argument else {})
+        return JsonResponse(answer, status=exc.status)
     return JsonResponse({"text": text, "command": prompt.command})
 
 

@@ -240,29 +240,31 @@ async def test_a_prompt_with_arguments_gives_its_text(
 
 
 @pytest.mark.parametrize(
-    ("name", "arguments", "status", "error"),
+    ("name", "arguments", "status", "error", "about"),
     [
         (
             "incident_summary",
             {},
             400,
-            'Missing argument "service": /docs:incident_summary needs it.',
+            'Missing argument "service": /docs:incident_summary needs',
+            "service",
         ),
-        ("incident_summary", {"service": "  "}, 400, 'Missing argument "service"'),
-        ("incident_summary", {"service": "api", "team": "x"}, 400, 'has no argument "team"'),
-        ("incident_summary", {"service": 7}, 400, 'Argument "service" must be text.'),
-        ("incident_summary", {"service": "x" * 10_001}, 400, "10,001 characters"),
-        ("nope", {}, 404, "Unknown prompt /docs:nope: no enabled MCP server lists it."),
+        ("incident_summary", {"service": "  "}, 400, 'Missing argument "service"', "service"),
+        ("incident_summary", {"service": "api", "team": "x"}, 400, 'has no argument "team"', None),
+        ("incident_summary", {"service": 7}, 400, 'Argument "service" must be text.', "service"),
+        ("incident_summary", {"service": "x" * 10_001}, 400, "10,001 characters", "service"),
+        ("nope", {}, 404, "Unknown prompt /docs:nope: no enabled MCP server lists it.", None),
     ],
     ids=["missing", "blank", "unknown argument", "not text", "too long", "unknown prompt"],
 )
 async def test_what_cannot_be_asked_is_one_line_and_reaches_no_server(
-    name: str, arguments: dict[str, Any], status: int, error: str
+    name: str, arguments: dict[str, Any], status: int, error: str, about: str | None
 ) -> None:
     await http_server("http://127.0.0.1:9/mcp", prompts=[STANDUP, INCIDENT])
     owner, made = await owned()
     got, answer = await asked(owner, made, name, **arguments)
     assert got == status and error in answer["error"] and "\n" not in answer["error"]
+    assert answer.get("argument") == about
 
 
 async def test_a_server_that_is_down_is_named_and_marked(hub: hub_module.Hub) -> None:

@@ -33,11 +33,12 @@ ARGUMENT_CHARS = NOTE_CHARS
 
 class PromptError(ValueError):
     """Why a prompt gives no text, in one line for the person who asked; `status` is the HTTP
-    status that says so."""
+    status that says so, `argument` the argument it is about, if one."""
 
-    def __init__(self, message: str, *, status: int = 400) -> None:
+    def __init__(self, message: str, *, status: int = 400, argument: str = "") -> None:
         super().__init__(message)
         self.status = status
+        self.argument = argument
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,17 +182,19 @@ def checked_arguments(prompt: Prompt, given: Any) -> dict[str, str]:
         if name not in known:
             raise PromptError(f'{prompt.command} has no argument "{name[:NAME_CHARS]}".')
         if not isinstance(value, str):
-            raise PromptError(f'Argument "{name}" must be text.')
+            raise PromptError(f'Argument "{name}" must be text.', argument=name)
         if len(value) > ARGUMENT_CHARS:
             raise PromptError(
                 f'Argument "{name}" is {len(value):,} characters, more than the '
-                f"{ARGUMENT_CHARS:,} allowed."
+                f"{ARGUMENT_CHARS:,} allowed.",
+                argument=name,
             )
         if value.strip():
             arguments[name] = value.strip()
     for name, argument in known.items():
         if argument.get("required") and name not in arguments:
-            raise PromptError(f'Missing argument "{name}": {prompt.command} needs it.')
+            missing = f'Missing argument "{name}": {prompt.command} needs it.'
+            raise PromptError(missing, argument=name)
     return arguments
 
 
