@@ -320,3 +320,13 @@ def test_a_prompts_messages_become_one_text() -> None:
     assert text == (
         "Review this runbook.\n\n1. Check CI.\n\nWhich part?\n\n[image (image/png), not inserted]"
     )
+
+
+def test_the_admin_shows_a_servers_prompts_read_only(staff: Client) -> None:
+    server = McpServer.objects.create(
+        name="docs", transport="http", url="http://127.0.0.1:9/mcp", prompts=[STANDUP, INCIDENT]
+    )
+    page = staff.get(reverse("admin:chat_mcpserver_change", args=[server.pk])).content.decode()
+    assert "<code>/docs:standup</code> Start the day" in page
+    assert "<code>/docs:incident_summary service [severity]</code> Write an incident" in page
+    assert 'name="prompts"' not in page

@@ -13,11 +13,11 @@ from django.db.models import Count, QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html_join
-from django.utils.safestring import SafeString
+from django.utils.safestring import SafeString, mark_safe
 
 from chat.agent import mcp as core
 from chat.models import McpServer, McpTool
-from chat.runs import mcp, mcp_config
+from chat.runs import mcp, mcp_config, mcp_prompts
 from chat.runs.providers import key_status
 
 from .base import BoundedJSONField, LabAdmin, ReadOnlyInline
@@ -149,10 +149,28 @@ class McpServerAdmin(LabAdmin):
         ),
         (
             "Status",
-            {"fields": ("variables", "status", "error", "checked_at", "tool_count", "updated_at")},
+            {
+                "fields": (
+                    "variables",
+                    "status",
+                    "error",
+                    "checked_at",
+                    "tool_count",
+                    "prompt_list",
+                    "updated_at",
+                )
+            },
         ),
     )
-    readonly_fields = ("variables", "status", "error", "checked_at", "tool_count", "updated_at")
+    readonly_fields = (
+        "variables",
+        "status",
+        "error",
+        "checked_at",
+        "tool_count",
+        "prompt_list",
+        "updated_at",
+    )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[McpServer]:
         queryset: QuerySet[McpServer] = super().get_queryset(request)
@@ -174,6 +192,13 @@ class McpServerAdmin(LabAdmin):
     def tool_count(self, obj: McpServer) -> int:
         count = getattr(obj, "n_tools", None)
         return obj.tools.count() if count is None else count
+
+    @admin.display(description="prompts")
+    def prompt_list(self, obj: McpServer) -> SafeString | str:
+        """What the composer offers as slash commands, as the server listed them when last
+        asked."""
+        rows = ((prompt.usage, prompt.description) for prompt in mcp_prompts.listed(obj))
+        return format_html_join(mark_safe("<br>"), "<code>{}</code> {}", rows) or "—"
 
     @admin.display(description="variables")
     def variables(self, obj: McpServer) -> SafeString | str:

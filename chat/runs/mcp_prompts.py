@@ -55,6 +55,12 @@ class Prompt:
     def command(self) -> str:
         return f"/{self.server}:{self.name}"
 
+    @property
+    def usage(self) -> str:
+        """`/docs:incident_summary service [severity]`: optional arguments in brackets."""
+        names = [a["name"] if a.get("required") else f"[{a['name']}]" for a in self.arguments]
+        return " ".join([self.command, *names])
+
 
 def _bounded(prompt: mcp.ServerPrompt) -> dict[str, Any] | None:
     """A prompt as stored: descriptions cut to what a page shows; None (not kept) when its
