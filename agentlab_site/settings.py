@@ -258,6 +258,18 @@ AGENTLAB_STORE_RAW_STREAM = env_bool("AGENTLAB_STORE_RAW_STREAM", True)
 AGENTLAB_CHECKPOINT_SECONDS = float(os.environ.get("AGENTLAB_CHECKPOINT_SECONDS", "2"))
 # On SIGTERM/SIGINT, seconds the runs of a stopping process get to wind up before it exits.
 AGENTLAB_SHUTDOWN_SECONDS = float(os.environ.get("AGENTLAB_SHUTDOWN_SECONDS", "10"))
+# A process holds each run it executes by a lease of this many seconds, renewed every
+# AGENTLAB_HEARTBEAT_SECONDS; every AGENTLAB_CLAIM_SECONDS a server process claims and resumes
+# runs whose lease has expired (a killed process's runs resume within lease + claim seconds).
+AGENTLAB_LEASE_SECONDS = float(os.environ.get("AGENTLAB_LEASE_SECONDS", "10"))
+AGENTLAB_HEARTBEAT_SECONDS = float(os.environ.get("AGENTLAB_HEARTBEAT_SECONDS", "3"))
+AGENTLAB_CLAIM_SECONDS = float(os.environ.get("AGENTLAB_CLAIM_SECONDS", "2"))
+if not 0 < AGENTLAB_HEARTBEAT_SECONDS < AGENTLAB_LEASE_SECONDS:
+    raise ImproperlyConfigured(
+        "AGENTLAB_HEARTBEAT_SECONDS must be above 0 and below AGENTLAB_LEASE_SECONDS."
+    )
+# A run resumed more often than this (its process died every time) fails, saying so.
+AGENTLAB_MAX_RESUMES = int(os.environ.get("AGENTLAB_MAX_RESUMES", "3"))
 # Modules imported at start-up that register their own tools with chat.agent.default_registry.
 AGENTLAB_TOOL_MODULES = env_list("AGENTLAB_TOOL_MODULES", "")
 AGENTLAB_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTLAB_MAX_MESSAGE_CHARS", "32000"))

@@ -103,6 +103,8 @@ class LiveState:
     finished: list[events.ToolResult] = field(default_factory=list)
     step: int = 0
     max_steps: int = 0
+    draft: str = ""
+    """Of a resumed run, the text of the turn that was streaming, until its new text comes."""
 
     def indicator(self) -> str:
         running = self.running.items()

@@ -20,13 +20,14 @@ from chat import runs
 from chat.agent.mcp import load_sdk
 from chat.evals import replay
 from chat.models import Run
-from chat.runs import mcp
+from chat.runs import mcp, resume, tasks
 
 logger = logging.getLogger(__name__)
 
 
 def recover_on_start() -> list[Run]:
-    """Mark runs left in progress by a process that died as interrupted and repair their history.
+    """Mark the runs and evaluations that a process that died left in progress as interrupted
+    (their history repaired), but for conversations' runs: the sweeper resumes those.
 
     Never raises: a server must start even before `migrate` (the error is logged). Safe when
     several processes start at once: only runs whose process is gone are touched. Called from
@@ -53,7 +54,7 @@ def recover_on_start() -> list[Run]:
 
 def _recover() -> list[Run]:
     try:
-        recovered = runs.recover_interrupted_runs()
+        recovered = runs.recover_interrupted_runs(evaluations_only=True)
     except DatabaseError as exc:
         logger.warning("interrupted runs not recovered: the database is not ready (%s)", exc)
         return []
@@ -75,7 +76,10 @@ def _recover() -> list[Run]:
 
 
 def wind_up_runs_on_shutdown() -> bool:
-    """Under daphne, SIGTERM and SIGINT first wind up the runs of this process, then exit.
+    """Under daphne: once serving, sweep for runs to resume (`resume.sweep_forever`: those a
+    stopped or dead process left, at once, then every AGENTLAB_CLAIM_SECONDS); on SIGTERM and
+    SIGINT, first wind up the runs of this process (they pause for another to resume), then
+    exit.
 
     Twisted's reactor owns the process's signals under daphne: it stops on SIGTERM/SIGINT,
     and a "before shutdown" trigger that returns a Deferred holds the exit until it fires.
@@ -97,8 +101,13 @@ def wind_up_runs_on_shutdown() -> bool:
     def before_shutdown() -> defer.Deferred[int]:
         return defer.Deferred.fromFuture(asyncio.ensure_future(wind_up(), loop=loop))
 
+    def sweep() -> None:
+        sweeper = loop.create_task(resume.sweep_forever(), name="resume runs")
+        tasks.background.add(sweeper)  # cancelled, not waited for, when the process stops
+
     # The reactor is typed as a module; at run time it is the installed asyncio reactor.
     cast(Any, reactor).addSystemEventTrigger("before", "shutdown", before_shutdown)
+    cast(Any, reactor).callWhenRunning(sweep)
     return True
 
 

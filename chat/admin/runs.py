@@ -14,7 +14,7 @@ from django.utils.safestring import SafeString
 from chat import media
 from chat.agent import mcp_content
 from chat.agent.redaction import redact
-from chat.models import ModelCall, Run, ToolCall
+from chat.models import ModelCall, Run, RunLease, ToolCall
 from chat.runs.providers import known_keys
 from chat.templatetags.chat_tags import folded, pretty, pretty_json
 
@@ -39,6 +39,16 @@ class ModelCallInline(ReadOnlyInline):
     ordering = ("step",)
 
 
+class RunLeaseInline(ReadOnlyInline):
+    """Which processes held the run, and how each let go: a resumed run has several."""
+
+    model = RunLease
+    fields = ("worker", "acquired_at", "ended_at", "outcome")
+    readonly_fields = fields
+    ordering = ("acquired_at", "id")
+    verbose_name_plural = "leases (the processes that executed the run)"
+
+
 @admin.register(Run)
 class RunAdmin(RecordAdmin):
     list_display = (
@@ -55,7 +65,7 @@ class RunAdmin(RecordAdmin):
     list_filter = ("status", "model", "started_at")
     search_fields = ("conversation__title", "model", "error", "worker")
     list_select_related = ("conversation",)
-    inlines = (ModelCallInline, AnnotationInline)
+    inlines = (ModelCallInline, RunLeaseInline, AnnotationInline)
     fields = (
         "conversation",
         "created_by",
@@ -70,6 +80,8 @@ class RunAdmin(RecordAdmin):
         "parameters_display",
         "worker",
         "heartbeat_at",
+        "lease_expires_at",
+        "resumes",
         "started_at",
         "finished_at",
     )

@@ -29,6 +29,7 @@ def register(registry: ToolRegistry) -> None:
 
 
 @_built_in(
+    repeatable=True,
     name="get_current_time",
     description="Get the current date and time, optionally in an IANA time zone.",
     parameters={
@@ -93,6 +94,7 @@ _STOP_WORDS = frozenset(_SEARCH_STOP_WORDS.split())
 
 
 @_built_in(
+    repeatable=True,
     name="search_cards",
     description="Search the team's knowledge cards by keywords; returns the best matches.",
     parameters={

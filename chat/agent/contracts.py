@@ -144,10 +144,14 @@ class DebugRunRequest(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _something_to_answer(self) -> DebugRunRequest:
-        if self.user_message is None and (
-            not self.history or self.history[-1].role not in ("user", "tool")
-        ):
+    def _something_to_answer(self, info: ValidationInfo) -> DebugRunRequest:
+        # A resumed run may stop on its last turn's tool calls: it runs them first.
+        ends = (
+            ("user", "tool", "assistant")
+            if (info.context or {}).get("resuming")
+            else ("user", "tool")
+        )
+        if self.user_message is None and (not self.history or self.history[-1].role not in ends):
             raise ValueError(
                 "without a new message, the history must end with a user or a tool message"
             )

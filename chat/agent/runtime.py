@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from . import history
 from .clients import ChatClient
@@ -25,7 +26,7 @@ from .events import (
     TurnEnd,
     Usage,
 )
-from .messages import ChatMessage
+from .messages import ChatMessage, ToolCall
 from .tools import EventAgent, ToolRegistry, default_registry, too_many_tools
 
 PREFLIGHT = "not answered before this request; the pre-flight check closed it"
@@ -59,7 +60,11 @@ class DebugRuntime:
         that looks only at the model's first decision)."""
         self.messages: list[ChatMessage] = []
 
-    async def run(self, request: DebugRunRequest) -> AsyncIterator[RunEvent]:
+    async def run(
+        self, request: DebugRunRequest, *, resume: Resume | None = None
+    ) -> AsyncGenerator[RunEvent]:
+        """The run's events. With `resume`, a run another process began goes on from its
+        stored history: the round of tool calls it was in is finished first (see Resume)."""
         parameters = request.parameters
         self.messages = request.messages()
         tools = self.registry.definitions(parameters.enabled_tools)
@@ -70,8 +75,17 @@ class DebugRuntime:
             # No provider would take the request: refused before one is sent.
             yield RunFinished(status="failed", error=refused, steps=0, usage=usage)
             return
+        first = 1 if resume is None else resume.step
+        pending = self.messages[-1].tool_calls if resume is not None and self.messages else ()
+        if resume is not None and pending:
+            async for event in self._round(event_agent, pending, resume.step, resume.answered):
+                yield event
+            first += 1
+            if self.max_tool_rounds is not None and resume.step >= self.max_tool_rounds:
+                yield RunFinished(status="completed", error=None, steps=resume.step, usage=usage)
+                return
 
-        for step in range(1, max_steps + 1):
+        for step in range(first, max_steps + 1):
             yield StepStarted(step=step, max_steps=max_steps)
             violations = history.validate(self.messages)
             if violations:
@@ -150,17 +164,8 @@ class DebugRuntime:
                 )
                 return
 
-            for call in message.tool_calls:
-                yield ToolCallStarted(call, step)
-            results: dict[int, ToolResult] = {}
-            async for heard in event_agent.stream(message.tool_calls):
-                if isinstance(heard, ToolCallProgress):
-                    yield dataclasses.replace(heard, step=step)
-                    continue
-                results[id(heard.tool_call)] = heard
-                yield ToolCallFinished(heard, step)
-            # Replies go in call order, whatever order the tools finished in.
-            self.messages.extend(results[id(call)].message for call in message.tool_calls)
+            async for event in self._round(event_agent, message.tool_calls, step):
+                yield event
             if self.max_tool_rounds is not None and step >= self.max_tool_rounds:
                 yield RunFinished(status="completed", error=None, steps=step, usage=usage)
                 return
@@ -172,6 +177,40 @@ class DebugRuntime:
             steps=max_steps,
             usage=usage,
         )
+
+    async def _round(
+        self,
+        event_agent: EventAgent,
+        calls: Sequence[ToolCall],
+        step: int,
+        answered: Mapping[str, ToolResult] | None = None,
+    ) -> AsyncIterator[RunEvent]:
+        """Run a turn's tool calls (those not `answered` already) and add every reply to the
+        history, in call order whatever order the tools finished in."""
+        known = dict(answered or {})
+        to_run = [call for call in calls if call.id not in known]
+        for call in to_run:
+            yield ToolCallStarted(call, step)
+        for call in calls:
+            if call.id in known:
+                yield ToolCallFinished(known[call.id], step)
+        async for heard in event_agent.stream(to_run):
+            if isinstance(heard, ToolCallProgress):
+                yield dataclasses.replace(heard, step=step)
+                continue
+            known[heard.tool_call.id] = heard
+            yield ToolCallFinished(heard, step)
+        self.messages.extend(known[call.id].message for call in calls)
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """Where a resumed run goes on: `step` is the model turn it is in. When the history ends
+    with that turn's tool calls, their round is finished first: the calls in `answered` (they
+    finished before, or are not repeated) are not run again, the others are."""
+
+    step: int
+    answered: Mapping[str, ToolResult] = field(default_factory=dict)
 
 
 UNNAMED_TOOL = "unnamed_tool"

@@ -72,6 +72,9 @@ class Tool:
     timeout: float = DEFAULT_TOOL_TIMEOUT
     source: str = ""
     """Where the tool lives when not built in (an MCP server's name)."""
+    repeatable: bool = False
+    """Safe to run again when a call's outcome is unknown (the process died during it): it only
+    reads, or running it twice does what running it once does."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,9 +118,10 @@ class ToolRegistry:
         *,
         timeout: float = DEFAULT_TOOL_TIMEOUT,
         source: str = "",
+        repeatable: bool = False,
     ) -> Tool:
         jsonschema.Draft202012Validator.check_schema(definition.parameters)
-        tool = Tool(definition, handler, timeout, source)
+        tool = Tool(definition, handler, timeout, source, repeatable)
         self._tools[definition.name] = tool
         self._withheld.pop(definition.name, None)
         return tool
@@ -129,6 +133,7 @@ class ToolRegistry:
         description: str,
         parameters: dict[str, Any],
         timeout: float = DEFAULT_TOOL_TIMEOUT,
+        repeatable: bool = False,
     ) -> Callable[[ToolHandler], ToolHandler]:
         """Decorator form of `register`."""
 
@@ -137,6 +142,7 @@ class ToolRegistry:
                 ToolDefinition(name=name, description=description, parameters=parameters),
                 handler,
                 timeout=timeout,
+                repeatable=repeatable,
             )
             return handler
 
@@ -170,6 +176,11 @@ class ToolRegistry:
     def offered(self, names: Iterable[str]) -> list[str]:
         """Of `names`, those this registry offers to the model, in their order."""
         return [name for name in names if name in self._tools]
+
+    def repeatable(self, name: str) -> bool:
+        """Whether a call of `name` whose outcome is unknown may be run again."""
+        tool = self._tools.get(name)
+        return tool is not None and tool.repeatable
 
     def definitions(self, names: Iterable[str]) -> list[ToolDefinition]:
         return [self._tools[name].definition for name in self.offered(names)]
@@ -338,10 +349,19 @@ class EventAgent:
 
 
 INVALID = "invalid_arguments"
-FAILURE_KINDS = ("tool_error", INVALID, "unknown_tool", "not_enabled", "timeout", "unavailable")
+FAILURE_KINDS = (
+    "tool_error",
+    INVALID,
+    "unknown_tool",
+    "not_enabled",
+    "timeout",
+    "unavailable",
+    "interrupted",
+)
 """Why a call failed: the tool raised or reported an error; the arguments were not JSON or not
 the schema's; the name was never a tool here; a tool this conversation did not enable; it took
-too long; its source (an MCP server) could not be reached, or does not offer it now."""
+too long; its source (an MCP server) could not be reached, or does not offer it now; the process
+died during it and it is not safe to repeat."""
 
 
 class ToolError(Exception):

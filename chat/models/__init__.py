@@ -42,8 +42,10 @@ from .evals import (
 from .mcp import McpServer, McpTool
 from .providers import ProviderProfile
 from .runs import (
+    LeaseEnd,
     ModelCall,
     Run,
+    RunLease,
     RunQuerySet,
     RunStatus,
     ToolCall,
@@ -72,6 +74,7 @@ __all__ = [
     "EvalStatus",
     "HistoryRepair",
     "ImmutableVersion",
+    "LeaseEnd",
     "McpServer",
     "McpTool",
     "Message",
@@ -82,6 +85,7 @@ __all__ = [
     "Purpose",
     "ResultVerdict",
     "Run",
+    "RunLease",
     "RunQuerySet",
     "RunStatus",
     "ToolCall",

@@ -190,6 +190,7 @@ class EvalRun(models.Model):
         max_length=200, blank=True, help_text="The process replaying it (host:pid:boot)."
     )
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -146,6 +146,13 @@ class McpTool(models.Model):
     def __str__(self) -> str:
         return self.exposed_name
 
+    @property
+    def repeatable(self) -> bool:
+        """Safe to run again when a call's outcome is unknown, as the server annotates it:
+        read-only, or idempotent (`readOnlyHint`, `idempotentHint`)."""
+        hints = self.annotations or {}
+        return any(hints.get(key) is True for key in ("read_only_hint", "idempotent_hint"))
+
     def definition(self) -> ToolDefinition:
         """As offered to the model."""
         return ToolDefinition(

@@ -68,6 +68,14 @@ class Run(Measured):
     heartbeat_at = models.DateTimeField(
         null=True, blank=True, help_text="Last sign of life from the executing process."
     )
+    lease_expires_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Until when the worker holds the run; past it any live process may claim it.",
+    )
+    resumes = models.PositiveIntegerField(
+        default=0, help_text="Times another process (or a restart) took the run over."
+    )
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -97,6 +105,28 @@ class Run(Measured):
         return SCRIPTED_LABEL if self.model == SCRIPTED_MODEL else self.model
 
 
+class LeaseEnd(models.TextChoices):
+    FINISHED = "finished", "Run finished"
+    RELEASED = "released", "Released (the process stopped)"
+    EXPIRED = "expired", "Expired (the process died or stalled; another took the run over)"
+
+
+class RunLease(models.Model):
+    """One process's hold on a run, from taking it (start, or a claim) to letting it go."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="leases")
+    worker = models.CharField(max_length=200, help_text="host:pid:boot of the process.")
+    acquired_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=20, choices=LeaseEnd.choices, blank=True)
+
+    class Meta:
+        ordering = ["run", "acquired_at", "id"]
+
+    def __str__(self) -> str:
+        return f"Lease of run {self.run_id} by {self.worker}"
+
+
 class ToolFailure(models.TextChoices):
     """Why a call failed (chat.agent.tools.FAILURE_KINDS), as pills name it."""
 
@@ -106,6 +136,7 @@ class ToolFailure(models.TextChoices):
     NOT_ENABLED = "not_enabled", "not enabled"
     TIMEOUT = "timeout", "timed out"
     UNAVAILABLE = "unavailable", "server unavailable"
+    INTERRUPTED = "interrupted", "interrupted"
 
 
 class ToolCallQuerySet(models.QuerySet["ToolCall"]):

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async as sync_to_async
 from django.conf import settings
@@ -27,14 +27,17 @@ from chat.agent.contracts import validation_text
 from chat.agent.http import READ_PACING
 from chat.agent.runtime import DebugRuntime
 from chat.fragments import RunPublisher
-from chat.models import Conversation, Message, Run, RunStatus, title_from
+from chat.models import Conversation, Message, Purpose, Run, RunStatus, title_from
 from chat.transcripts import versions
 
-from . import control, liveness, mcp, tasks, titles
+from . import control, leases, liveness, mcp, tasks, titles
 from .exceptions import RunRefused
 from .providers import Endpoint, build_client, endpoint, profile_for_run
 from .recorder import Recorder
 from .scheduling import START_FIRST
+
+if TYPE_CHECKING:
+    from .resume import Resumption
 
 logger = logging.getLogger(__name__)
 
@@ -199,14 +202,17 @@ def _create_run(
                 content = _new_version(conversation, active_rows, version_from, content)
             if reload:
                 rows, request = load()
+            now = timezone.now()
             run = Run.objects.create(
                 conversation=conversation,
                 created_by=user,
                 worker=tasks.WORKER_ID,
-                heartbeat_at=timezone.now(),
+                heartbeat_at=now,
+                lease_expires_at=now + tasks.lease(),
                 model=parameters.model or client.model,
                 parameters=parameters.to_json(),
             )
+            leases.open_lease(run)
             tasks.RUNS.starting.add(run.pk)
             created.append(run.pk)
             user_message = None
@@ -256,6 +262,7 @@ async def execute_run(
     title_endpoint: Endpoint | None = None,
     runtime: DebugRuntime | None = None,
     next_index: int | None = None,
+    resumption: Resumption | None = None,
 ) -> Run:
     """Drive DebugRuntime for one run, persisting as it goes and telling every listener.
 
@@ -266,8 +273,16 @@ async def execute_run(
     conversation's title afterwards, in a task of its own (see `titles`). A `runtime` of the
     caller's brings its own tools (an evaluation's replay): MCP tools are then not prepared.
     `next_index` is the index of the run's first new message, when the caller knows it.
+
+    With `resumption`, a run another process began goes on from its transcript. While this
+    process stops, the run pauses at its next step boundary (before a model request, or after
+    a model turn whose tool calls have not started) and lets go of its lease, so that another
+    process resumes it; one still mid-step when the shutdown's grace ends saves what streamed
+    and lets go the same way.
     """
     recorder = Recorder(run, next_index=next_index)
+    if resumption is not None:
+        await sync_to_async(recorder.resume_from)(resumption)
     if publisher is not None:
         publisher.recorded = recorder.turn
         # This task's provider reads wait for the publisher's next frame (set in the run's own
@@ -291,22 +306,45 @@ async def execute_run(
             if not_offered := request.parameters.unavailable_tools(registry):
                 logger.info("run %s: chosen tools not offered: %s", run.pk, ", ".join(not_offered))
         resumed = time.monotonic()
-        async for event in runtime.run(request):
-            await recorder.record(event)
-            await tell(event)
-            if started is not None and isinstance(event, _SHOWN):
-                started()
-                started = None
-            if started is None and START_FIRST.starting:
-                await START_FIRST.give_way()
-                resumed = time.monotonic()
-            elif time.monotonic() - resumed > YIELD_AFTER:
-                # A burst already buffered is parsed without a real await: let the sockets and
-                # the other runs have the loop now and then.
-                await asyncio.sleep(0)
-                resumed = time.monotonic()
+        point = None if resumption is None else resumption.resume(runtime.registry)
+        first_step = 1 if point is None else point.step
+        chat = run.conversation.purpose == Purpose.CHAT  # an evaluation's runs do not resume
+        stream = runtime.run(request, resume=point)
+        try:
+            async for event in stream:
+                await recorder.record(event)
+                await tell(event)
+                if tasks.stopping.is_set() and chat and _boundary(event, first_step):
+                    await sync_to_async(recorder.pause)()
+                    await asyncio.shield(sync_to_async(leases.release)(run.pk))
+                    logger.warning("run %s paused for the shutdown, to resume elsewhere", run.pk)
+                    return run
+                if started is not None and isinstance(event, _SHOWN):
+                    started()
+                    started = None
+                if started is None and START_FIRST.starting:
+                    await START_FIRST.give_way()
+                    resumed = time.monotonic()
+                elif time.monotonic() - resumed > YIELD_AFTER:
+                    # A burst already buffered is parsed without a real await: let the sockets
+                    # and the other runs have the loop now and then.
+                    await asyncio.sleep(0)
+                    resumed = time.monotonic()
+        finally:
+            await stream.aclose()
     except asyncio.CancelledError:
-        # Stop, or the process is stopping (then the run is interrupted, not cancelled).
+        if run.pk in tasks.RUNS.lost:  # another process took it over: it writes from now on
+            tasks.RUNS.lost.discard(run.pk)
+            raise
+        if tasks.stopping.is_set() and run.conversation.purpose == Purpose.CHAT:
+            # Mid-step when the shutdown's grace ended: what streamed is saved, and another
+            # process (or this one, restarted) resumes the run from there.
+            async def suspend() -> None:
+                await sync_to_async(recorder.suspend)()
+                await sync_to_async(leases.release)(run.pk)
+
+            await asyncio.shield(suspend())
+            raise
         status, reason = liveness.stopped()
 
         async def wind_up() -> None:
@@ -330,3 +368,12 @@ async def execute_run(
     if title_endpoint is not None:
         titles.propose_later(run, title_endpoint)
     return run
+
+
+def _boundary(event: events.RunEvent, first_step: int) -> bool:
+    """A point where a run may pause with nothing in flight: before a model request (after
+    its first, which a resumed run owes), or after a model turn whose tool calls have not
+    started (they start after this event)."""
+    if isinstance(event, events.StepStarted):
+        return event.step > first_step
+    return isinstance(event, events.TurnEnd) and bool(event.message.tool_calls)

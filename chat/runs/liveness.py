@@ -9,7 +9,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat import transcripts
-from chat.models import Run, RunStatus, ToolCall, ToolCallStatus
+from chat.models import Purpose, Run, RunStatus, ToolCall, ToolCallStatus
 
 from .tasks import RUNS, stopping, wind_up
 
@@ -52,9 +52,14 @@ async def wind_up_all(grace: float) -> int:
     return await wind_up(grace)
 
 
-def recover_interrupted_runs() -> list[Run]:
-    """Interrupt every in-progress run whose process is gone; returns them."""
-    recovered = RUNS.recover(interrupt)
+def recover_interrupted_runs(*, evaluations_only: bool = False) -> list[Run]:
+    """Interrupt every in-progress run whose process is gone (with `evaluations_only`, those
+    of evaluations: a server resumes the others, see `resume`); returns them."""
+
+    def unless_chat(run: Run) -> bool:
+        return run.conversation.purpose != Purpose.CHAT and interrupt(run)
+
+    recovered = RUNS.recover(unless_chat if evaluations_only else interrupt)
     for run in recovered:
         logger.warning("run %s of conversation %s interrupted", run.pk, run.conversation_id)
     return recovered

@@ -168,7 +168,13 @@ class Hub:
             return ToolOutput(mcp_content.result_text(result, limit=limit), raw=_raw(result))
 
         try:
-            registry.register(definition, call, timeout=server.timeout, source=server_name)
+            registry.register(
+                definition,
+                call,
+                timeout=server.timeout,
+                source=server_name,
+                repeatable=row.repeatable,
+            )
         except Exception as exc:  # an input schema that is not JSON Schema: not offered
             logger.info("MCP tool %s not offered: %s", row.exposed_name, exc)
             reason = f"MCP tool {row.exposed_name} is unavailable: its input schema is invalid"

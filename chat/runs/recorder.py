@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from channels.db import database_sync_to_async as sync_to_async
 from django.conf import settings
@@ -15,8 +15,21 @@ from django.utils import timezone
 
 from chat import agent, transcripts
 from chat.agent import events
-from chat.models import Conversation, Message, ModelCall, Run, RunStatus, ToolCall, ToolCallStatus
+from chat.models import (
+    Conversation,
+    LeaseEnd,
+    Message,
+    ModelCall,
+    Run,
+    RunLease,
+    RunStatus,
+    ToolCall,
+    ToolCallStatus,
+)
 from chat.turns import Turn
+
+if TYPE_CHECKING:
+    from .resume import Resumption
 
 
 def _fit(model: type[Model], field: str, value: str) -> str:
@@ -75,6 +88,41 @@ class Recorder:
         self._final: tuple[Step, agent.ChatMessage, str | None] | None = None
         """A last turn (no tool calls) waiting for the run's end, to be saved in one
         transaction with it."""
+        self._draft: Message | None = None
+        """A resumed run's reply that was streaming when its process stopped: the next step's
+        reply row, overwritten as the turn is requested again."""
+
+    def resume_from(self, point: Resumption) -> None:
+        """Go on with a run another process began: the rows it wrote, its usage and time so
+        far, the round of tool calls it was in (see `resume.Resumption`)."""
+        run = self.run
+        self.replies = list(run.messages.filter(version__isnull=True).order_by("index"))
+        self.tool_calls = list(ToolCall.objects.filter(run=run).defer("raw_result"))
+        self.model_calls = list(ModelCall.objects.filter(run=run).defer("request", "raw_stream"))
+        self.usage = events.Usage(run.prompt_tokens, run.completion_tokens, run.total_tokens)
+        self.started -= (timezone.now() - run.started_at).total_seconds()
+        self.next_index, self._draft = point.next_index, point.draft
+        if point.round_message is not None:
+            calls = [agent.ToolCall.from_openai(c) for c in point.round_message.tool_calls]
+            now = time.monotonic()
+            self.step = Step(point.step, now, model_call_saved=True, message=point.round_message)
+            self.step.calls = calls
+
+    @transaction.atomic
+    def pause(self) -> None:
+        """The run stops at a step boundary for a shutdown: a turn's tool calls, saved but not
+        started, are marked so (a resumer runs them, knowing they never ran)."""
+        if self.step is not None and self.step.message is not None and not self.step.results:
+            ToolCall.objects.filter(run=self.run, message=self.step.message).update(started_at=None)
+
+    @transaction.atomic
+    def suspend(self) -> None:
+        """The run stops mid-step for a shutdown: what streamed of the reply is saved as its
+        draft; calls under way stay in progress (their outcome is unknown to a resumer)."""
+        self._save_final()
+        step = self.step
+        if step is not None and step.message is None and (step.text or step.reasoning):
+            self._write_reply(step, self._partial(step))
 
     async def record(self, event: events.RunEvent) -> None:
         step = self.step
@@ -90,6 +138,7 @@ class Recorder:
             case events.StepStarted(number):
                 now = time.monotonic()
                 self.step = Step(number=number, started=now, checkpointed=now)
+                self.step.draft, self._draft = self._draft, None
             case events.PreflightRepaired(_, violations) if step:
                 step.preflight = list(violations)
             case events.ModelRequestSent(body, status_code, attempts, url) if step:
@@ -275,6 +324,9 @@ class Recorder:
         self.run.duration = time.monotonic() - self.started
         self.run.finished_at = timezone.now()
         self._save_usage(["status", "error", "steps", "duration", "finished_at"])
+        RunLease.objects.filter(run=self.run, ended_at=None).update(
+            ended_at=self.run.finished_at, outcome=LeaseEnd.FINISHED
+        )
         Conversation.objects.filter(pk=self.run.conversation_id).update(updated_at=timezone.now())
 
     def turn(self, user: Message | None) -> Turn:

@@ -21,7 +21,8 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from channels.layers import get_channel_layer
-from django.db import models
+from django.conf import settings
+from django.db import DatabaseError, models
 from django.utils import timezone
 
 from chat.models import EvalRun, Run
@@ -29,9 +30,11 @@ from chat.models import EvalRun, Run
 logger = logging.getLogger(__name__)
 
 WORKER_ID = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-HEARTBEAT_INTERVAL = 10.0
 STALE_AFTER = timedelta(seconds=60)
-"""A task whose process has not shown a sign of life for this long is taken as dead."""
+"""A row without a lease (from before leases) whose process has shown no sign of life for this
+long is taken as dead."""
+SAVE_SECONDS = 2.0
+"""Of a shutdown's grace, what runs still mid-step keep to save what streamed."""
 CANCEL = "task.cancel"
 """The control message that stops a task, whichever process executes it."""
 
@@ -50,12 +53,20 @@ class Held(Protocol):
     pk: Any
     worker: str
     heartbeat_at: datetime | None
+    lease_expires_at: datetime | None
     started_at: datetime
 
 
-def process_gone(worker: str, heartbeat: datetime) -> bool:
-    """Whether another process (`host:pid:boot`) is gone: its pid is not alive on this host,
-    or it has shown no sign of life since STALE_AFTER."""
+def lease() -> timedelta:
+    return timedelta(seconds=settings.AGENTLAB_LEASE_SECONDS)
+
+
+def process_gone(worker: str, heartbeat: datetime, expires: datetime | None = None) -> bool:
+    """Whether another process (`host:pid:boot`) no longer holds its row: it released it, its
+    pid is not alive on this host, or its lease expired (without one: no sign of life since
+    STALE_AFTER)."""
+    if not worker:
+        return True
     host, _, rest = worker.partition(":")
     pid = rest.partition(":")[0]
     if host == socket.gethostname() and pid.isdigit():
@@ -65,6 +76,8 @@ def process_gone(worker: str, heartbeat: datetime) -> bool:
             return True
         except PermissionError:
             pass
+    if expires is not None:
+        return expires < timezone.now()
     return heartbeat < timezone.now() - STALE_AFTER
 
 
@@ -76,6 +89,9 @@ class TaskKind[M: models.Model]:
         self.name = name
         self.model = model
         self.running: dict[int, asyncio.Task[Any]] = {}
+        self.lost: set[int] = set()
+        """Rows another process took over while this one executed them: their tasks stop
+        without writing."""
         self.starting: set[int] = set()
         """Rows this process has created whose task is not registered yet: alive, not dead.
 
@@ -108,7 +124,7 @@ class TaskKind[M: models.Model]:
         """Whether the process executing an in-progress row is gone."""
         if row.pk in self.running or row.pk in self.starting or row.worker == WORKER_ID:
             return row.pk not in self.running and row.pk not in self.starting
-        return process_gone(row.worker, row.heartbeat_at or row.started_at)
+        return process_gone(row.worker, row.heartbeat_at or row.started_at, row.lease_expires_at)
 
     def left_behind(self) -> Iterator[M]:
         """In-progress rows whose process is gone."""
@@ -117,10 +133,47 @@ class TaskKind[M: models.Model]:
                 yield row
 
     async def beat(self, pk: int) -> None:
-        """Tell other processes the task is alive, so they do not take it for a crashed one."""
+        """Renew the lease on row `pk` now and then, so other processes do not take the task
+        for a dead one. Should another process have claimed it (this one stalled past its
+        lease), the task here stops without writing: it is `lost`."""
         while True:
-            await asyncio.sleep(HEARTBEAT_INTERVAL)
-            await self.in_progress().filter(pk=pk).aupdate(heartbeat_at=timezone.now())
+            await asyncio.sleep(settings.AGENTLAB_HEARTBEAT_SECONDS)
+            now = timezone.now()
+            rows = self.in_progress().filter(pk=pk)
+            try:
+                held = await rows.filter(worker=WORKER_ID).aupdate(
+                    heartbeat_at=now, lease_expires_at=now + lease()
+                )
+                taken = not held and await rows.aexists()
+            except DatabaseError as exc:  # the next beat tries again, within the lease
+                logger.warning("%s %s: lease not renewed: %s", self.name, pk, exc)
+                continue
+            if taken:
+                logger.warning("%s %s: another process took it over; it stops here", self.name, pk)
+                self.lost.add(pk)
+                self.cancel(pk)
+            if not held:
+                return
+
+    def claim(self, row: Held, **changes: Any) -> bool:
+        """Take over a row whose process is gone: one atomic update that only the first of
+        any number of claimers wins (it still names the worker and lease they all read)."""
+        now = timezone.now()
+        won = (
+            self.in_progress()
+            .filter(pk=row.pk, worker=row.worker, lease_expires_at=row.lease_expires_at)
+            .update(worker=WORKER_ID, heartbeat_at=now, lease_expires_at=now + lease(), **changes)
+        )
+        if won:
+            self.starting.add(row.pk)
+        return bool(won)
+
+    def release(self, pk: int) -> bool:
+        """Let go of row `pk` at once (this process is stopping): another process may claim it
+        without waiting for the lease to expire."""
+        now = timezone.now()
+        rows = self.in_progress().filter(pk=pk, worker=WORKER_ID)
+        return bool(rows.update(worker="", lease_expires_at=now))
 
     def control_group(self, key: int) -> str:
         """The group the task keyed `key` listens on (a run's key is its conversation: one run
@@ -209,16 +262,36 @@ def launch(work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
 
 
 async def wind_up(grace: float) -> int:
-    """Stop taking tasks, cancel every long task executing here and wait up to `grace` seconds
-    for their wind-up (each saves what it did, ending interrupted); background tasks are
-    cancelled, not waited for. Returns how many long tasks were wound up."""
+    """Stop taking tasks and wind up every long task executing here within `grace` seconds.
+
+    Runs first get the time to reach their next step boundary, where they pause and let go of
+    their lease (another process resumes them); those still mid-step are then cancelled: they
+    save what streamed and let go the same way. Evaluations are cancelled at once (they end
+    interrupted); background tasks are cancelled, not waited for. Returns how many long tasks
+    were wound up.
+    """
     stopping.set()
     for pending in background:
         pending.cancel()
-    tasks = [task for kind in KINDS for task in kind.running.values() if not task.done()]
-    for task in tasks:
+    evaluations = [task for task in EVALUATIONS.running.values() if not task.done()]
+    for task in evaluations:
         task.cancel()
-    if tasks:
-        await asyncio.wait(tasks, timeout=grace)
-        logger.warning("shutdown: %d task(s) interrupted and saved", len(tasks))
+    runs = [task for task in RUNS.running.values() if not task.done()]
+    tasks = [*runs, *evaluations]
+    if not tasks:
+        return 0
+    started = asyncio.get_running_loop().time()
+    drain = max(grace - SAVE_SECONDS, grace / 2)
+    _, mid_step = await asyncio.wait(runs, timeout=drain) if runs else (set(), set())
+    for task in mid_step:
+        task.cancel()
+    left = max(0.0, grace - (asyncio.get_running_loop().time() - started))
+    await asyncio.wait(tasks, timeout=left)
+    logger.warning(
+        "shutdown: %d run(s) paused or saved to resume elsewhere (%d mid-step), %d evaluation(s)"
+        " interrupted",
+        len(runs),
+        len(mid_step),
+        len(evaluations),
+    )
     return len(tasks)

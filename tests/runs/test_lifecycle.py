@@ -116,11 +116,9 @@ async def test_failed_run_keeps_partial_text_and_next_message_works() -> None:
 
 @pytest.mark.parametrize(
     ("stop", "status", "reply", "tool_status"),
-    [
-        ("cancel", "cancelled", "Cancelled by the user", "cancelled"),
-        # SIGTERM: the stopping process interrupts its runs, keeping what they did.
-        ("shutdown", "interrupted", "Interrupted", "failed"),
-    ],
+    # A stopping process does not end its runs: it lets them go for another to resume
+    # (tests/runs/test_resume.py).
+    [("cancel", "cancelled", "Cancelled by the user", "cancelled")],
 )
 async def test_a_run_stopped_mid_tool_answers_the_dangling_calls(
     stop: str, status: str, reply: str, tool_status: str

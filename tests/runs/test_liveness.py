@@ -61,20 +61,30 @@ def test_command_with_nothing_to_recover() -> None:
     assert out.getvalue().strip() == "Recovered 0 run(s)."
 
 
-def test_recover_on_start_repairs_and_is_idempotent() -> None:
-    dead = crashed(DEAD_HERE)
+def replay_run(worker: str) -> Run:
+    """A run of an evaluation's replay, left mid tool round by `worker`."""
+    run = crashed(worker)
+    Conversation.objects.filter(pk=run.conversation_id).update(purpose="eval")
+    return run
+
+
+def test_recover_on_start_interrupts_evaluation_runs_and_leaves_chats_to_resume() -> None:
+    dead = replay_run(DEAD_HERE)
+    chat = crashed(DEAD_HERE)
 
     assert [run.pk for run in startup.recover_on_start()] == [dead.pk]
     assert startup.recover_on_start() == []
     assert_recovered(dead)
     assert HistoryRepair.objects.count() == 1
+    chat.refresh_from_db()
+    assert chat.status == "in_progress"  # the sweeper resumes it (chat.runs.resume)
 
 
 @pytest.mark.django_db(transaction=True)
 async def test_recover_on_start_inside_an_event_loop_uses_a_thread() -> None:
     from channels.db import database_sync_to_async
 
-    dead = await database_sync_to_async(crashed)(DEAD_HERE)
+    dead = await database_sync_to_async(replay_run)(DEAD_HERE)
 
     recovered = startup.recover_on_start()
 
@@ -86,7 +96,7 @@ async def test_recover_on_start_inside_an_event_loop_uses_a_thread() -> None:
 def test_recover_on_start_never_stops_the_server(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def missing_table() -> list[Run]:
+    def missing_table(**_: object) -> list[Run]:
         raise OperationalError("no such table: chat_run")
 
     monkeypatch.setattr(runs, "recover_interrupted_runs", missing_table)
@@ -94,7 +104,7 @@ def test_recover_on_start_never_stops_the_server(
         assert startup.recover_on_start() == []
     assert "the database is not ready (no such table: chat_run)" in caplog.text
 
-    def bug() -> list[Run]:
+    def bug(**_: object) -> list[Run]:
         raise RuntimeError("boom")
 
     monkeypatch.setattr(runs, "recover_interrupted_runs", bug)

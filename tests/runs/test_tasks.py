@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from chat.agent.scripted import ScriptedChatClient
 from chat.evals import cases, replay
-from chat.models import Conversation, EvalRun, Run
+from chat.models import Conversation, EvalRun, Run, RunLease
 from chat.runs import tasks
 from chat.testing import factories as make
 
@@ -85,10 +85,10 @@ def test_recovery_interrupts_what_a_dead_process_left_and_only_once(kind: Any) -
 
 
 async def test_a_held_task_beats_and_is_stopped_through_its_control_group(
-    kind: Any, monkeypatch: pytest.MonkeyPatch
+    kind: Any, settings: Any
 ) -> None:
     registry, made = kind
-    monkeypatch.setattr(tasks, "HEARTBEAT_INTERVAL", 0.05)
+    settings.AGENTLAB_HEARTBEAT_SECONDS = 0.05
     row = await sync(made)(tasks.WORKER_ID, age=3600)
     heard: list[str] = []
     held = asyncio.Event()
@@ -119,6 +119,7 @@ async def test_a_held_task_beats_and_is_stopped_through_its_control_group(
     await row.arefresh_from_db()
     assert row.heartbeat_at is not None
     assert row.heartbeat_at > timezone.now() - timedelta(seconds=5)
+    assert row.lease_expires_at > timezone.now()  # each beat renews the lease
     assert row.pk not in registry.running and not registry.cancel(row.pk)
 
 
@@ -131,8 +132,9 @@ def case() -> Any:
 
 
 async def test_a_stopping_process_winds_up_its_runs_and_its_evaluations_alike(case: Any) -> None:
-    """One wind-up: the chat run and the evaluation (and its attempt's run) all end
-    interrupted, what they had done kept."""
+    """One wind-up: the evaluation (and its attempt's run) ends interrupted; the chat run,
+    still mid-turn when the grace for reaching a step boundary is over, saves what streamed
+    and lets go of its lease, in progress, for another process to resume."""
     owner = await sync(lambda: case.conversation.owner)()
     chosen = replay.target()
     with override_settings(AGENTLAB_SCRIPTED_DELAY=0.2):
@@ -151,13 +153,18 @@ async def test_a_stopping_process_winds_up_its_runs_and_its_evaluations_alike(ca
                 break
             await asyncio.sleep(0.02)
 
-        assert await tasks.wind_up(5) >= 2
+        assert await tasks.wind_up(4) >= 2
 
     assert handle.task.done() and evaluation.done()
     await eval_run.arefresh_from_db()
     run = await Run.objects.aget(pk=handle.run.pk)
-    assert (eval_run.status, run.status) == ("interrupted", "interrupted")
-    assert "server process stopped" in eval_run.error
+    assert eval_run.status == "interrupted" and "server process stopped" in eval_run.error
+    assert (run.status, run.worker) == ("in_progress", "")  # released, to resume elsewhere
+    assert run.lease_expires_at <= timezone.now()
+    draft = await chat.messages.filter(role="assistant").aget()
+    assert draft.content.startswith("word word")  # what streamed is kept
+    lease = await RunLease.objects.aget(run=run)
+    assert lease.outcome == "released" and lease.ended_at is not None
     attempts = Run.objects.filter(conversation__purpose="eval")
     assert await attempts.aexists()
     assert not await attempts.filter(status="in_progress").aexists()

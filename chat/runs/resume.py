@@ -1,0 +1,225 @@
+"""Runs that outlive their process: leases, claims, and resuming a run from its transcript.
+
+A process holds each run it executes by a lease on the run row (`tasks.TaskKind`): renewed by
+the heartbeat, released at once when the process stops. Every server process sweeps now and
+then for runs whose lease has expired (or was released) and claims them, one atomic update that
+exactly one claimer wins; the winner resumes the run where its transcript says it was.
+
+The transcript is the step log: finished model turns and finished tool calls are never done
+again. The model turn that was streaming is requested again (its checkpointed text stays on the
+page until the new text replaces it); a tool call whose outcome is unknown is run again only when
+its tool says that is safe (`ToolRegistry.repeatable`), else it is answered "not repeated".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import json
+import logging
+from dataclasses import dataclass, field
+
+from channels.db import database_sync_to_async as sync_to_async
+from django.conf import settings
+from django.db import DatabaseError, transaction
+from django.utils import timezone
+
+from chat import agent, transcripts
+from chat.agent.events import ToolResult
+from chat.agent.runtime import Resume
+from chat.models import (
+    LeaseEnd,
+    Message,
+    Purpose,
+    Run,
+    RunStatus,
+    ToolCall,
+    ToolCallStatus,
+)
+from chat.resumed import ResumedPublisher
+
+from . import leases
+from .exceptions import RunRefused
+from .lifecycle import execute_run
+from .providers import build_client, endpoint, profile_for_run
+from .recorder import Recorder
+from .tasks import RUNS, WORKER_ID, stopping
+
+logger = logging.getLogger(__name__)
+
+NOT_REPEATED = "Interrupted: not repeated, its outcome is unknown"
+"""The reply to a call in flight when its process died, of a tool not safe to run twice."""
+
+
+def too_many_resumes(times: int) -> str:
+    return (
+        f"Stopped: the run was resumed {times} times and its process stopped each time "
+        f"(AGENTLAB_MAX_RESUMES is {settings.AGENTLAB_MAX_RESUMES})."
+    )
+
+
+def claimable() -> list[Run]:
+    """In-progress runs of conversations whose process no longer holds them (an evaluation's
+    runs are its own: an evaluation is taken over as a whole)."""
+    rows = Run.objects.in_progress().filter(conversation__purpose=Purpose.CHAT)
+    return [row for row in rows if RUNS.is_dead(row)]
+
+
+@dataclass
+class Resumption:
+    """What a claimed run goes on from: its request (history and its own parameters), the
+    step it is in, the draft of the reply that was streaming, and the pending round of tool
+    calls with the results already known."""
+
+    run: Run
+    request: agent.DebugRunRequest
+    step: int
+    next_index: int
+    draft: Message | None = None
+    round_message: Message | None = None
+    calls: list[ToolCall] = field(default_factory=list)
+
+    def resume(self, registry: agent.ToolRegistry) -> Resume:
+        """The runtime's resume point, deciding which unfinished calls run again."""
+        answered: dict[str, ToolResult] = {}
+        for row in self.calls:
+            call = agent.ToolCall(id=row.call_id, name=row.name, arguments=row.arguments)
+            if row.status != ToolCallStatus.IN_PROGRESS:
+                answered[row.call_id] = ToolResult(
+                    tool_call=call,
+                    content=row.result,
+                    status="completed" if row.status == ToolCallStatus.COMPLETED else "failed",
+                    error=row.error or None,
+                    duration=row.duration or 0.0,
+                    source=row.server,
+                    raw=row.raw_result,
+                    failure=row.failure,
+                )
+            elif row.started_at is not None and not registry.repeatable(row.name):
+                answered[row.call_id] = ToolResult(
+                    tool_call=call,
+                    content=json.dumps({"error": f"{NOT_REPEATED}: {row.name}"}),
+                    status="failed",
+                    error=NOT_REPEATED,
+                    failure="interrupted",
+                )
+        return Resume(step=self.step, answered=answered)
+
+
+def resumption(run: Run) -> Resumption:
+    """Read where a claimed run was from the stored transcript."""
+    conversation = run.conversation
+    rows = list(conversation.messages.active())
+    next_index = rows[-1].index + 1 if rows else 0
+    draft = None
+    last = rows[-1] if rows else None
+    if (
+        last is not None
+        and last.run_id == run.pk
+        and last.role == Message.Role.ASSISTANT
+        and not last.tool_calls
+    ):
+        draft = rows.pop()  # the reply that was streaming: requested again
+        next_index = draft.index
+    step = run.steps + 1
+    round_message = None
+    calls: list[ToolCall] = []
+    if rows and rows[-1].run_id == run.pk and rows[-1].tool_calls:
+        round_message = rows[-1]  # its round of tool calls did not finish
+        step = run.steps
+        calls = list(ToolCall.objects.filter(run=run, message=round_message).order_by("position"))
+    parameters = agent.AgentParameters.model_validate(run.parameters)
+    request = agent.DebugRunRequest.model_validate(
+        {
+            "parameters": parameters,
+            "history": transcripts.to_chat_messages(rows),
+            "user_message": None,
+        },
+        context={"resuming": True},
+    )
+    return Resumption(run, request, step, next_index, draft, round_message, calls)
+
+
+@transaction.atomic
+def give_up(run: Run) -> None:
+    """End a run resumed too often: failed, saying so, its history repaired."""
+    reason = too_many_resumes(run.resumes - 1)
+    if not Run.objects.in_progress().filter(pk=run.pk, worker=WORKER_ID).exists():
+        return
+    now = timezone.now()
+    ToolCall.objects.filter(run=run).in_progress().update(
+        status=ToolCallStatus.FAILED, error=reason, finished_at=now
+    )
+    Run.objects.filter(pk=run.pk).update(
+        status=RunStatus.FAILED, error=reason, finished_at=now, lease_expires_at=None
+    )
+    transcripts.repair_conversation(run.conversation, reason=reason.rstrip("."), run=run)
+    leases.close_lease(run.pk, LeaseEnd.FINISHED)
+
+
+async def resume_run(run: Run) -> asyncio.Task[Run] | None:
+    """Resume a run this process has just claimed, as a task of its own; None when it was
+    resumed too often (then it fails)."""
+    if run.resumes > settings.AGENTLAB_MAX_RESUMES:
+        await sync_to_async(give_up)(run)
+        RUNS.starting.discard(run.pk)
+        logger.warning("run %s: resumed too often, failed", run.pk)
+        return None
+    point = await sync_to_async(resumption)(run)
+    # A fresh context, as for any run; not a background task: a stopping process pauses it.
+    task = asyncio.create_task(execute_resumed(point), context=contextvars.Context())
+    RUNS.register(run.pk, task)
+    logger.warning("run %s of conversation %s resumed here", run.pk, run.conversation_id)
+    return task
+
+
+async def execute_resumed(point: Resumption) -> Run:
+    """Go on with a run this process claimed (see `resume`): its conversation's endpoint, a
+    publisher whose first frame shows the conversation as stored, the reply going on."""
+    run = point.run
+    try:
+        target = endpoint(await profile_for_run(run.conversation, run.created_by))
+        client = build_client(target)
+    except RunRefused as exc:
+        recorder = Recorder(run)
+        await sync_to_async(recorder.resume_from)(point)
+        await recorder.stop(RunStatus.FAILED, f"Not resumed: {exc}")
+        RUNS.starting.discard(run.pk)
+        return run
+    publisher = ResumedPublisher(run, point.draft)
+    return await execute_run(
+        run,
+        point.request,
+        client,
+        listeners=[publisher],
+        publisher=publisher,
+        next_index=point.next_index,
+        resumption=point,
+    )
+
+
+async def sweep() -> list[asyncio.Task[Run]]:
+    """Claim and resume every run whose process no longer holds it."""
+    if stopping.is_set():
+        return []
+    started = []
+    for row in await sync_to_async(claimable)():
+        if stopping.is_set() or not await sync_to_async(leases.claim)(row):
+            continue
+        run = await Run.objects.select_related("conversation", "created_by").aget(pk=row.pk)
+        task = await resume_run(run)
+        if task is not None:
+            started.append(task)
+    return started
+
+
+async def sweep_forever() -> None:
+    """A server process's sweeper: at start, then every AGENTLAB_CLAIM_SECONDS."""
+    while not stopping.is_set():
+        try:
+            await sweep()
+        except DatabaseError as exc:
+            logger.warning("runs not swept: %s", exc)
+        except Exception:
+            logger.exception("runs not swept")
+        await asyncio.sleep(settings.AGENTLAB_CLAIM_SECONDS)
