@@ -18,7 +18,7 @@ from django.urls import get_resolver
 
 from chat import runs
 from chat.agent.mcp import load_sdk
-from chat.evals import replay
+from chat.evals import resume as evals_resume
 from chat.models import Run
 from chat.runs import mcp, resume, tasks
 
@@ -26,8 +26,9 @@ logger = logging.getLogger(__name__)
 
 
 def recover_on_start() -> list[Run]:
-    """Mark the runs and evaluations that a process that died left in progress as interrupted
-    (their history repaired), but for conversations' runs: the sweeper resumes those.
+    """Mark the replays of evaluations that a process that died left in progress as
+    interrupted (their history repaired): the sweeper resumes conversations' runs and
+    evaluations, which make those replays again.
 
     Never raises: a server must start even before `migrate` (the error is logged). Safe when
     several processes start at once: only runs whose process is gone are touched. Called from
@@ -65,13 +66,6 @@ def _recover() -> list[Run]:
         logger.warning(
             "recovered %d run(s) left in progress by a process that stopped", len(recovered)
         )
-    try:
-        evaluations = replay.recover_interrupted()
-    except Exception:
-        logger.exception("interrupted evaluations not recovered")
-    else:
-        if evaluations:
-            logger.warning("marked %d evaluation(s) interrupted", len(evaluations))
     return recovered
 
 
@@ -102,7 +96,7 @@ def wind_up_runs_on_shutdown() -> bool:
         return defer.Deferred.fromFuture(asyncio.ensure_future(wind_up(), loop=loop))
 
     def sweep() -> None:
-        sweeper = loop.create_task(resume.sweep_forever(), name="resume runs")
+        sweeper = loop.create_task(resume.sweep_forever(evals_resume.sweep), name="resume runs")
         tasks.background.add(sweeper)  # cancelled, not waited for, when the process stops
 
     # The reactor is typed as a module; at run time it is the installed asyncio reactor.

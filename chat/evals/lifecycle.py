@@ -31,12 +31,15 @@ async def watched(
     user: Any,
     lock: asyncio.Lock | None = None,
     concluding: Concluding | None = None,
+    attempts: Sequence[tuple[Case, int]] | None = None,
 ) -> EvalRun:
     """`replay.run_eval` with its pages told of every result and of its end; `concluding`
     runs once it has ended (stopped too), before its end is told."""
     publisher = Publisher(eval_run, lock)
     try:
-        return await replay.run_eval(eval_run, cases, target, user=user, listeners=[publisher])
+        return await replay.run_eval(
+            eval_run, cases, target, user=user, listeners=[publisher], attempts=attempts
+        )
     finally:
         try:
             if concluding is not None:

@@ -134,7 +134,10 @@ def create_eval_run(
         repeat=repeat,
         continue_loop=continue_loop,
         total=len(cases) * repeat,
+        case_ids=[case.pk for case in cases],
         worker=tasks.WORKER_ID,
+        heartbeat_at=timezone.now(),
+        lease_expires_at=timezone.now() + tasks.lease(),
         started_by=user if getattr(user, "is_authenticated", False) else None,
     )
 
@@ -147,10 +150,13 @@ async def run_eval(
     user: Any,
     listeners: Sequence[ResultListener] = (),
     concurrency: int = CONCURRENCY,
+    attempts: Sequence[tuple[Case, int]] | None = None,
 ) -> EvalRun:
-    """Replay every case `eval_run.repeat` times, saving a result as each attempt ends and
-    telling the listeners; the evaluation ends completed, or cancelled when its task is (Stop
-    from any process: `tasks.EVALUATIONS.request_cancel`)."""
+    """Replay every case `eval_run.repeat` times (or only these `attempts`: a resumed
+    evaluation's rest), saving a result as each attempt ends and telling the listeners; the
+    evaluation ends completed, or cancelled when its task is (Stop from any process:
+    `tasks.EVALUATIONS.request_cancel`). When its process stops, it is let go for another
+    process to resume (`evals.resume`)."""
     gate = asyncio.Semaphore(concurrency)
     release = tasks.EVALUATIONS.hold(eval_run.pk, eval_run.pk)
 
@@ -163,10 +169,15 @@ async def run_eval(
             except Exception:
                 logger.exception("eval %s: a listener failed", eval_run.pk)
 
-    work = [attempt(case, n) for case in cases for n in range(1, eval_run.repeat + 1)]
+    if attempts is None:
+        attempts = [(case, n) for case in cases for n in range(1, eval_run.repeat + 1)]
+    work = [attempt(case, n) for case, n in attempts]
     try:
         await asyncio.gather(*work)
     except asyncio.CancelledError:
+        if tasks.stopping.is_set() and eval_run.case_ids:
+            await asyncio.shield(sync_to_async(tasks.EVALUATIONS.release)(eval_run.pk))
+            raise
         status, reason = (
             (EvalStatus.INTERRUPTED, INTERRUPTED)
             if tasks.stopping.is_set()
@@ -182,22 +193,6 @@ async def run_eval(
         release()
     await _finish(eval_run, EvalStatus.COMPLETED, "")
     return eval_run
-
-
-def interrupt(eval_run: EvalRun) -> bool:
-    """Mark an evaluation whose process died as interrupted; False when another process got
-    there first. Its attempts' runs are recovered as any run is."""
-    claimed = (
-        EvalRun.objects.in_progress()
-        .filter(pk=eval_run.pk)
-        .update(status=EvalStatus.INTERRUPTED, error=INTERRUPTED, finished_at=timezone.now())
-    )
-    return bool(claimed)
-
-
-def recover_interrupted() -> list[EvalRun]:
-    """Mark every in-progress evaluation whose process is gone as interrupted; returns them."""
-    return tasks.EVALUATIONS.recover(interrupt)
 
 
 async def _finish(eval_run: EvalRun, status: str, error: str) -> None:

@@ -191,6 +191,10 @@ class EvalRun(models.Model):
     )
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    resumes = models.PositiveIntegerField(default=0)
+    case_ids = models.JSONField(
+        default=list, blank=True, help_text="The cases it replays: a resumed one makes the rest."
+    )
     started_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -17,6 +17,7 @@ import asyncio
 import contextvars
 import json
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async as sync_to_async
@@ -213,13 +214,15 @@ async def sweep() -> list[asyncio.Task[Run]]:
     return started
 
 
-async def sweep_forever() -> None:
-    """A server process's sweeper: at start, then every AGENTLAB_CLAIM_SECONDS."""
+async def sweep_forever(*sweeps: Callable[[], Awaitable[object]]) -> None:
+    """A server process's sweeper (of runs, and of whatever else `sweeps` take over): at
+    start, then every AGENTLAB_CLAIM_SECONDS."""
     while not stopping.is_set():
-        try:
-            await sweep()
-        except DatabaseError as exc:
-            logger.warning("runs not swept: %s", exc)
-        except Exception:
-            logger.exception("runs not swept")
+        for one in (sweep, *sweeps):
+            try:
+                await one()
+            except DatabaseError as exc:
+                logger.warning("not swept: %s", exc)
+            except Exception:
+                logger.exception("not swept")
         await asyncio.sleep(settings.AGENTLAB_CLAIM_SECONDS)

@@ -266,9 +266,9 @@ async def wind_up(grace: float) -> int:
 
     Runs first get the time to reach their next step boundary, where they pause and let go of
     their lease (another process resumes them); those still mid-step are then cancelled: they
-    save what streamed and let go the same way. Evaluations are cancelled at once (they end
-    interrupted); background tasks are cancelled, not waited for. Returns how many long tasks
-    were wound up.
+    save what streamed and let go the same way. Evaluations are cancelled at once: they let go
+    too, and another process makes their remaining attempts; background tasks are cancelled,
+    not waited for. Returns how many long tasks were wound up.
     """
     stopping.set()
     for pending in background:
@@ -289,7 +289,7 @@ async def wind_up(grace: float) -> int:
     await asyncio.wait(tasks, timeout=left)
     logger.warning(
         "shutdown: %d run(s) paused or saved to resume elsewhere (%d mid-step), %d evaluation(s)"
-        " interrupted",
+        " let go",
         len(runs),
         len(mid_step),
         len(evaluations),

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import socket
 import threading
 import time
 from datetime import UTC, datetime
@@ -15,7 +13,6 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async as sync
 from django.test import override_settings
-from django.utils import timezone
 
 from chat.agent import decisions
 from chat.evals import cases, replay
@@ -225,18 +222,6 @@ async def test_stop_while_an_attempt_is_being_written_leaves_no_run_in_progress(
     assert (attempt.status, attempt.error) == ("cancelled", "Cancelled by the user.")
     await eval_run.arefresh_from_db()
     assert eval_run.status == "cancelled"
-
-
-def test_an_evaluation_left_by_a_dead_process_is_marked_interrupted(case: Any, owner: Any) -> None:
-    gone = replay.create_eval_run([case], replay.target(), user=owner)
-    EvalRun.objects.filter(pk=gone.pk).update(worker="elsewhere:1:x", heartbeat_at=T_OLD)
-    mine = replay.create_eval_run([case], replay.target(), user=owner)
-    alive = f"{socket.gethostname()}:{os.getpid()}:other-boot"
-    EvalRun.objects.filter(pk=mine.pk).update(worker=alive, heartbeat_at=timezone.now())
-    assert [e.pk for e in replay.recover_interrupted()] == [gone.pk]
-    gone.refresh_from_db()
-    mine.refresh_from_db()
-    assert (gone.status, mine.status) == ("interrupted", "in_progress")
 
 
 def test_a_case_message_is_read_as_a_transcript_message_is(
