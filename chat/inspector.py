@@ -127,6 +127,7 @@ def picture(run: Run, found: list[Step]) -> SafeString:
         run,
         [step.model_call for step in found if step.model_call is not None],
         [call for step in found for call in step.tool_calls],
+        run.leases.all(),
     )
 
 

@@ -4,6 +4,7 @@ attributes, colours are classes (static/css/app.css, chat/static/chat/admin.css)
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from chat.agent.tools import humanize
-from chat.models import ModelCall, Run, ToolCall
+from chat.models import ModelCall, Run, RunLease, ToolCall
 
 TOP = 6
 AXIS = 26
@@ -48,7 +49,7 @@ class Bar:
     """One row: a model call or a tool call, in milliseconds from the run's start."""
 
     kind: str
-    """Either "model" or "tool"."""
+    """"model", "tool", or "gap" (no process held the run; another resumed it)."""
     step: int
     label: str
     title: str
@@ -124,13 +125,41 @@ def tool_bar(call: ToolCall, origin: datetime) -> Bar | None:
     )
 
 
-def bars(run: Run, model_calls: Iterable[ModelCall], tool_calls: Iterable[ToolCall]) -> list[Bar]:
+def gap_bars(leases: Sequence[RunLease], rows: Sequence[Bar], origin: datetime) -> list[Bar]:
+    """For each process that resumed the run, the time no process held it: from the end of the
+    last thing done before (a killed process says nothing of when it died) to the claim."""
+    gaps = []
+    for before, lease in itertools.pairwise(leases):
+        claimed = milliseconds(lease.acquired_at, origin)
+        done = [bar.end for bar in rows if bar.end <= claimed]
+        start = max(done, default=milliseconds(before.acquired_at, origin))
+        later = [bar.step for bar in rows if bar.kind == "model" and bar.start >= claimed]
+        step = min(later, default=max((bar.step for bar in rows), default=0) + 1)
+        how = before.get_outcome_display().lower() if before.outcome else "held"
+        title = (
+            f"No process held the run for {(claimed - start) / 1000:.2f} s "
+            f"({before.worker}: {how}); {lease.worker} resumed it"
+        )
+        host_pid = ":".join(lease.worker.split(":")[:2])
+        gaps.append(Bar("gap", step, f"resumed by {host_pid}", title, start, claimed, None, "gap"))
+    return gaps
+
+
+def bars(
+    run: Run,
+    model_calls: Iterable[ModelCall],
+    tool_calls: Iterable[ToolCall],
+    leases: Sequence[RunLease] = (),
+) -> list[Bar]:
     """Rows in step order: each step's model call, then its tool calls in the order the model
-    asked for them, one row each, so calls that ran at the same time overlap on separate rows."""
+    asked for them, one row each, so calls that ran at the same time overlap on separate rows;
+    a gap where the run waited for another process to resume it comes before that step."""
     origin = run.started_at
     rows = [model_bar(call, origin) for call in model_calls]
     rows += [bar for call in tool_calls if (bar := tool_bar(call, origin)) is not None]
-    return sorted(rows, key=lambda bar: (bar.step, bar.kind != "model", bar.position))
+    rows += gap_bars(sorted(leases, key=lambda lease: lease.acquired_at), rows, origin)
+    order = {"gap": 0, "model": 1, "tool": 2}
+    return sorted(rows, key=lambda bar: (bar.step, order[bar.kind], bar.position))
 
 
 def ticks(span: float) -> list[float]:
@@ -157,13 +186,15 @@ def summary(run: Run, rows: Sequence[Bar], span: float) -> str:
     """What the picture shows, in words: its accessible name."""
     seconds = run.duration if run.duration is not None else span / 1000
     models = sum(bar.kind == "model" for bar in rows)
-    tools = len(rows) - models
+    tools = sum(bar.kind == "tool" for bar in rows)
+    gaps = sum(bar.kind == "gap" for bar in rows)
     failed = sum(bar.kind == "tool" and bar.failed for bar in rows)
     text = (
         f"Run of {seconds:.2f} s: {models} model call{'s' * (models != 1)}, "
         f"{tools} tool call{'s' * (tools != 1)}"
     )
-    return text + (f" ({failed} failed)" if failed else "")
+    text += f" ({failed} failed)" if failed else ""
+    return text + (f", resumed {gaps} time{'s' * (gaps != 1)}" if gaps else "")
 
 
 def fit(text: str, chars: int) -> str:
@@ -171,12 +202,17 @@ def fit(text: str, chars: int) -> str:
 
 
 def picture(
-    run: Run, model_calls: Iterable[ModelCall], tool_calls: Iterable[ToolCall]
+    run: Run,
+    model_calls: Iterable[ModelCall],
+    tool_calls: Iterable[ToolCall],
+    leases: Iterable[RunLease] = (),
 ) -> SafeString:
     """The waterfall in both layouts; the stylesheet shows the one that fits the screen."""
-    model_calls, tool_calls = list(model_calls), list(tool_calls)
+    model_calls, tool_calls, held = list(model_calls), list(tool_calls), list(leases)
     return format_html(
-        "{}{}", svg(run, model_calls, tool_calls), svg(run, model_calls, tool_calls, NARROW)
+        "{}{}",
+        svg(run, model_calls, tool_calls, held),
+        svg(run, model_calls, tool_calls, held, NARROW),
     )
 
 
@@ -184,10 +220,11 @@ def svg(
     run: Run,
     model_calls: Iterable[ModelCall],
     tool_calls: Iterable[ToolCall],
+    leases: Sequence[RunLease] = (),
     layout: Layout = WIDE,
 ) -> SafeString:
     """The waterfall of a run as an <svg>; empty when there is nothing timed to draw."""
-    rows = bars(run, model_calls, tool_calls)
+    rows = bars(run, model_calls, tool_calls, leases)
     if not rows:
         return SafeString("")
     span = max([bar.end for bar in rows] + [(run.duration or 0.0) * 1000, 1.0])
@@ -250,7 +287,7 @@ def _row(
     above: Bar | None,
 ) -> SafeString:
     """One row: the label and the duration, the bar with its title, the first-token tick."""
-    tall = 12 if bar.kind == "model" else 9
+    tall = {"model": 12, "tool": 9}.get(bar.kind, 6)
     middle = top + layout.row - 4 - tall / 2 if layout.narrow else top + layout.row / 2
     width = max((bar.end - bar.start) * scale, MIN_BAR)
     label_classes = f"wf-label wf-label-{bar.kind}" + (" wf-label-failed" if bar.failed else "")

@@ -165,7 +165,7 @@ def test_the_narrow_layout_puts_each_label_above_its_bar_across_the_whole_width(
     both = str(waterfall.picture(run, calls, tools))
     assert both.count("<svg ") == 2 and 'class="waterfall waterfall-narrow"' in both
 
-    root = ET.fromstring(str(waterfall.svg(run, calls, tools, waterfall.NARROW)))
+    root = ET.fromstring(str(waterfall.svg(run, calls, tools, layout=waterfall.NARROW)))
     assert root.attrib["width"] == str(waterfall.NARROW.width)
     labels = [text for text in root.iter(f"{SVG}text") if "wf-label" in text.attrib["class"]]
     assert len(labels) == len(rects(str(waterfall.svg(run, calls, tools)))) == 5

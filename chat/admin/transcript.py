@@ -64,7 +64,9 @@ class RunView:
     @property
     def waterfall(self) -> SafeString:
         """The run's model and tool calls on one time axis (from rows already loaded)."""
-        return waterfall.picture(self.run, self.run.model_calls.all(), self.tool_calls)
+        return waterfall.picture(
+            self.run, self.run.model_calls.all(), self.tool_calls, self.run.leases.all()
+        )
 
 
 @dataclass
@@ -117,7 +119,9 @@ def transcript(conversation: Conversation) -> Transcript:
     points = versions.points(conversation)
     runs = list(
         conversation.runs.select_related("created_by")
-        .prefetch_related(Prefetch("model_calls", queryset=ModelCall.objects.order_by("step")))
+        .prefetch_related(
+            Prefetch("model_calls", queryset=ModelCall.objects.order_by("step")), "leases"
+        )
         .order_by("started_at", "id")
     )
     logs = list(

@@ -19,7 +19,7 @@ from channels.db import database_sync_to_async as sync
 from django.db import connections
 from django.utils import timezone
 
-from chat import agent
+from chat import agent, inspector
 from chat.models import Conversation, Message, ProviderProfile, Run, RunLease, ToolCall
 from chat.runs import leases, resume, tasks
 from chat.testing import factories as make
@@ -155,6 +155,12 @@ async def test_a_read_only_call_in_flight_when_the_process_died_is_run_again(
     assert tool_replies(fake_openai, 1) == {"r": "read_page done"}
     call = await ToolCall.objects.aget(run=finished)
     assert (call.status, call.result) == ("completed", "read_page done")
+
+    # The waterfall shows the time no process held the run, and who resumed it.
+    picture = await sync(lambda: str(inspector.picture(finished, inspector.steps(finished))))()
+    assert "resumed 1 time" in picture
+    assert f"resumed by {':'.join(tasks.WORKER_ID.split(':')[:2])}" in picture
+    assert "expired (the process died or stalled" in picture
 
 
 async def test_the_turn_that_was_streaming_is_requested_again_in_place_of_its_draft(
