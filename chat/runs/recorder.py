@@ -96,7 +96,11 @@ class Recorder:
         """Go on with a run another process began: the rows it wrote, its usage and time so
         far, the round of tool calls it was in (see `resume.Resumption`)."""
         run = self.run
-        self.replies = list(run.messages.filter(version__isnull=True).order_by("index"))
+        draft = point.draft.pk if point.draft is not None else None
+        self.replies = [
+            point.draft if row.pk == draft else row
+            for row in run.messages.filter(version__isnull=True).order_by("index")
+        ]
         self.tool_calls = list(ToolCall.objects.filter(run=run).defer("raw_result"))
         self.model_calls = list(ModelCall.objects.filter(run=run).defer("request", "raw_stream"))
         self.usage = events.Usage(run.prompt_tokens, run.completion_tokens, run.total_tokens)
