@@ -1,4 +1,5 @@
-"""manage.py recover_runs: interrupt runs whose process died, and repair their histories."""
+"""manage.py recover_runs: give up on runs whose process died (a server would resume them):
+interrupt them and repair their histories."""
 
 from __future__ import annotations
 
@@ -14,10 +15,11 @@ from chat.runs.tasks import STALE_AFTER
 class Command(BaseCommand):
     help = (
         "Mark every run left in progress by a process that stopped (a crash, a restart) as "
-        "interrupted, and repair its conversation's history so the next run can continue. Runs "
-        "of live processes are left alone: a process is dead when its pid is gone on this host, "
-        "or when it has not shown a sign of life for "
-        f"{int(STALE_AFTER.total_seconds())} seconds. The server does the same as it starts."
+        "interrupted, and repair its conversation's history so the next run can continue, "
+        "instead of letting a server resume it (a running server claims and resumes such runs "
+        "by itself). Runs of live processes are left alone: a process is gone when its pid is "
+        "gone on this host, when it let go of the run, or when its lease expired (a row from "
+        f"before leases: no sign of life for {int(STALE_AFTER.total_seconds())} seconds)."
     )
 
     def handle(self, *args: Any, **options: Any) -> None:
