@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -36,14 +37,19 @@ def rows(site: Site, query: str) -> list[tuple[object, ...]]:
         return connection.execute(query).fetchall()
 
 
-async def watch_then_signal(server: DaphneServer, session: str, conversation: int, sig: int) -> str:
-    """Send the prompt, read the stream for 2 s, signal the server; the text seen on screen."""
-    frames: list[str] = []
-    async with websockets.connect(
+def socket_of(server: DaphneServer, session: str, conversation: int) -> Any:
+    """A WebSocket to a conversation's page on `server`, logged in with `session`."""
+    return websockets.connect(
         server.websocket_url(conversation),
         origin=server.url,
         additional_headers={"Cookie": f"sessionid={session}"},
-    ) as ws:
+    )
+
+
+async def watch_then_signal(server: DaphneServer, session: str, conversation: int, sig: int) -> str:
+    """Send the prompt, read the stream for 2 s, signal the server; the text seen on screen."""
+    frames: list[str] = []
+    async with socket_of(server, session, conversation) as ws:
         await ws.send(json.dumps({"action": "send", "message": PROMPT}))
         deadline = time.monotonic() + 2.0
         while time.monotonic() < deadline:
@@ -68,11 +74,7 @@ def replies(site: Site) -> list[str]:
 async def wait_for_end(server: DaphneServer, session: str, conversation: int) -> str:
     """Reconnect to the conversation and read until its run ends; the text streamed."""
     frames: list[str] = []
-    async with websockets.connect(
-        server.websocket_url(conversation),
-        origin=server.url,
-        additional_headers={"Cookie": f"sessionid={session}"},
-    ) as ws:
+    async with socket_of(server, session, conversation) as ws:
         async with asyncio.timeout(30):
             while 'data-running="false"' not in (frame := str(await ws.recv())):
                 frames.append(frame)
@@ -137,11 +139,7 @@ def test_sigkill_mid_reply_the_restarted_process_resumes_and_completes_it(site: 
 
         # The next message works, on a history a strict provider accepts.
         async def next_message() -> None:
-            async with websockets.connect(
-                restarted.websocket_url(conversation),
-                origin=restarted.url,
-                additional_headers={"Cookie": f"sessionid={session}"},
-            ) as ws:
+            async with socket_of(restarted, session, conversation) as ws:
                 await ws.send(json.dumps({"action": "send", "message": "and then?"}))
                 async with asyncio.timeout(20):
                     while 'data-running="false"' not in str(await ws.recv()):

@@ -115,6 +115,18 @@ class McpToolInline(ReadOnlyInline):
     verbose_name_plural = "Tools (as the server listed them when last asked)"
 
 
+STATUS_FIELDS = (
+    "variables",
+    "status",
+    "error",
+    "checked_at",
+    "tool_count",
+    "prompt_list",
+    "updated_at",
+)
+"""What the admin shows of a server's state: read-only."""
+
+
 @admin.register(McpServer)
 class McpServerAdmin(LabAdmin):
     """Editable, like provider profiles: header and environment values are read from the
@@ -147,30 +159,9 @@ class McpServerAdmin(LabAdmin):
                 "as for headers.",
             },
         ),
-        (
-            "Status",
-            {
-                "fields": (
-                    "variables",
-                    "status",
-                    "error",
-                    "checked_at",
-                    "tool_count",
-                    "prompt_list",
-                    "updated_at",
-                )
-            },
-        ),
+        ("Status", {"fields": STATUS_FIELDS}),
     )
-    readonly_fields = (
-        "variables",
-        "status",
-        "error",
-        "checked_at",
-        "tool_count",
-        "prompt_list",
-        "updated_at",
-    )
+    readonly_fields = STATUS_FIELDS
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[McpServer]:
         queryset: QuerySet[McpServer] = super().get_queryset(request)

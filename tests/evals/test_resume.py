@@ -13,11 +13,11 @@ from channels.db import database_sync_to_async as sync
 from django.test import override_settings
 from django.utils import timezone
 
-from chat.agent.scripted import ScriptedChatClient
-from chat.evals import cases, replay
+from chat.evals import replay
 from chat.evals import resume as evals_resume
 from chat.models import EvalRun, Run
 from chat.runs import tasks
+from chat.testing import evals as made_for
 from chat.testing import factories as make
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -27,10 +27,7 @@ DEAD = f"{socket.gethostname()}:999999999:dead"
 
 @pytest.fixture
 def case() -> Any:
-    owner = make.user("ada")
-    source = make.conversation(owner, "Pills", enabled_tools=["search_cards"])
-    make.run_turn(source, "search the cards for pills", ScriptedChatClient())
-    return cases.save_case(source, 0, set_name="cards", user=owner)
+    return made_for.search_case(make.user("ada"))
 
 
 @pytest.fixture(autouse=True)
