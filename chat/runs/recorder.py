@@ -96,11 +96,10 @@ class Recorder:
         """Go on with a run another process began: the rows it wrote, its usage and time so
         far, the round of tool calls it was in (see `resume.Resumption`)."""
         run = self.run
-        draft = point.draft.pk if point.draft is not None else None
-        self.replies = [
-            point.draft if row.pk == draft else row
-            for row in run.messages.filter(version__isnull=True).order_by("index")
-        ]
+        rows = {row.pk: row for row in run.messages.filter(version__isnull=True)}
+        if point.draft is not None:
+            rows[point.draft.pk] = point.draft  # one object: the turn renders what is written
+        self.replies = sorted(rows.values(), key=lambda row: row.index)
         self.tool_calls = list(ToolCall.objects.filter(run=run).defer("raw_result"))
         self.model_calls = list(ModelCall.objects.filter(run=run).defer("request", "raw_stream"))
         self.usage = events.Usage(run.prompt_tokens, run.completion_tokens, run.total_tokens)
