@@ -158,7 +158,8 @@ class DaphneServer(ManagedProcess):
 
     def launch(self) -> subprocess.Popen[Any]:
         self.log.parent.mkdir(parents=True, exist_ok=True)
-        with self.log.open("wb") as log:
+        # Started again (a restart on its port), it keeps the log of its last life.
+        with self.log.open("wb" if self.process is None else "ab") as log:
             return subprocess.Popen(
                 [
                     sys.executable, "-m", "chat.serve", "-b", "127.0.0.1", "-p", str(self.port),
