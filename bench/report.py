@@ -169,6 +169,9 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
     targets += cpu_targets(report)
     targets += capacity_targets(report)
     targets += startup_targets(report)
+    from bench.restart import restart_targets  # deferred: bench.restart uses this module
+
+    targets += restart_targets(report)
     return targets
 
 
@@ -544,6 +547,9 @@ def render(report: dict[str, Any]) -> str:
                 if "sent" in s["screen_ms"]
             )
         )
+    from bench.restart import restart_section  # deferred: bench.restart uses this module
+
+    parts += restart_section(report)
     db = report["db_writes"]
     parts += [
         "",

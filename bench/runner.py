@@ -3,7 +3,8 @@
 Phases: database writes per run (in a process of its own), a kept provider connection against
 a new one over TLS, the start-up of commands that need no server, then for every concurrency
 level a direct round and a relayed round (interleaved when a level takes several rounds), then
-the coalescing scenarios (frames against reply length and pace), then the browser. Every figure is
+the coalescing scenarios (frames against reply length and pace), then the browser, then (scaled
+out) a rolling restart of the processes under streaming runs (bench/restart.py). Every figure is
 kept in milliseconds in the JSON; the table shows p50/p99. Every relayed round also reads the
 daphne processes' CPU time (bench/cpu.py); right after concurrency 1 (or before the levels when
 1 is not one of them), short replies at concurrency 1 give the fixed cost of a run's start and
@@ -33,7 +34,7 @@ import httpx
 from django.conf import settings
 
 from bench import browser as browser_probe
-from bench import startup
+from bench import restart, startup
 from bench.cpu import CpuMeter, CpuTally, fit_figures, tally_figures, total, used
 from bench.direct import DirectReply, direct_round
 from bench.figures import LevelSamples, browser_figures, coalescing_figures, level_figures
@@ -146,7 +147,8 @@ class Bench:
         levels += 2 * options.samples  # the CPU fit's short (and maybe full) replies
         scenarios = len(options.coalescing()) * options.scenario_samples
         browser = sum(s.samples for s in options.browser_scenarios()) + 1 if options.browser else 0
-        return 2 + levels + scenarios + browser
+        rolling = restart.runs_needed(scaleout=options.scaleout, quick=options.quick)
+        return 2 + levels + scenarios + browser + rolling
 
     def targets(self, count: int) -> list[Target]:
         """Conversations for a round; scaled out, each is watched on one process and sent to
@@ -339,6 +341,14 @@ class Bench:
         self.provider_records()
         return [browser_figures(item["scenario"], item["direct"], item["screen"]) for item in raw]
 
+    def rolling_restart(self) -> dict[str, Any]:
+        """Last: it restarts the processes (bench/restart.py)."""
+        count = restart.runs_needed(scaleout=True, quick=self.options.quick)
+        conversations = [next(self.conversations) for _ in range(count)]
+        return restart.measure(
+            self.site, self.servers, self.provider.url, self.session, conversations, self.log
+        )
+
     def execute(self) -> dict[str, Any]:
         options = self.options
         default = ReplySpec(
@@ -375,6 +385,7 @@ class Bench:
             }
             results["coalescing"] = self.coalescing()
             results["browser"] = self.browser() if options.browser else None
+            results["rolling_restart"] = self.rolling_restart() if options.scaleout else None
             results["daphne"] = [
                 {
                     "url": server.url,

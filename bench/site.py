@@ -10,6 +10,7 @@ import os
 from contextlib import AbstractContextManager
 
 from bench.provider import MODEL
+from bench.restart import GRACE_SECONDS
 from chat.testing.site import Site, postgres_site, sqlite_site
 
 POSTGRES = os.environ.get("AGENTLAB_BENCH_POSTGRES", "postgres://postgres@127.0.0.1:5432")
@@ -25,6 +26,8 @@ def provider_env(provider_url: str) -> dict[str, str]:
         "LOG_LEVEL": "WARNING",
         # A title request would be one more streamed reply of the conversation's tag.
         "AGENTLAB_TITLES": "off",
+        # The rolling restart stops the processes mid-reply: they let their runs go, and exit.
+        "AGENTLAB_SHUTDOWN_SECONDS": str(GRACE_SECONDS),
     }
 
 
