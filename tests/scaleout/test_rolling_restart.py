@@ -22,8 +22,8 @@ from collections import Counter, defaultdict
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
+import httpx
 import pytest
 
 from chat.testing.openai_script import MODEL, ScriptedResponse, text_turn, tool_turn
@@ -33,10 +33,6 @@ from chat.testing.site import Site, postgres_site
 from tests.scaleout.conftest import POSTGRES, REDIS
 
 pytestmark = [pytest.mark.scaleout, pytest.mark.slow]
-
-# A Redis database of this module's own (the conftest gives the other modules' sites 7-14):
-# sites sharing one hear each other's conversations, and another module's site would show here.
-OWN_REDIS = urlsplit(REDIS)._replace(path="/15").geturl()
 
 SITE_ENV = {
     "AGENTLAB_TOOL_MODULES": "tests.scaleout.rolling_tools",
@@ -125,7 +121,7 @@ def provider() -> Iterator[Provider]:
 
 @pytest.fixture(scope="module")
 def site() -> Iterator[Site]:
-    with postgres_site(POSTGRES, OWN_REDIS, env=SITE_ENV) as made:
+    with postgres_site(POSTGRES, REDIS, env=SITE_ENV) as made:
         yield made
 
 
@@ -197,10 +193,17 @@ def assert_each_tool_call_executed_once(site: Site, ids: list[int]) -> None:
     assert {key: counted[key] for key in wanted} == wanted
 
 
-def assert_clients_saw_the_end(followed: list[Followed], provider: Provider) -> None:
+def assert_clients_saw_the_end(
+    followed: list[Followed], provider: Provider, fleet: Fleet, session: str
+) -> None:
+    """Each client saw its run end with the whole reply, and the page shows it too."""
     for seen in followed:
         assert seen.done, f"conversation {seen.conversation}: no end in {len(seen.frames)} frames"
-        assert reply(seen.conversation, provider.words) in shown(seen.final)
+        whole = reply(seen.conversation, provider.words)
+        assert whole in shown(seen.final), shown(seen.final)
+        server = fleet.live()[seen.conversation % len(fleet.live())]
+        page = httpx.get(f"{server.url}/c/{seen.conversation}/", cookies={"sessionid": session})
+        assert whole in shown(page.text)
 
 
 def lease_rows(site: Site, ids: list[int]) -> dict[int, list[tuple[str, str, datetime, Any]]]:
@@ -264,7 +267,7 @@ def test_a_rolling_deploy_interrupts_no_run_and_repeats_no_tool_call(
     }
     assert_whole_replies(site, provider, ids)
     assert_each_tool_call_executed_once(site, ids)
-    assert_clients_saw_the_end(followed, provider)
+    assert_clients_saw_the_end(followed, provider, fleet, session)
 
     requests = provider.requests()
     for c in ids:  # each resume asks again for the reply that was streaming, nothing else
@@ -320,7 +323,7 @@ def test_a_killed_process_s_runs_resume_on_the_other_and_complete(
     assert {c: resumes[c] for c in ids} == {c: int(c in through_b) for c in ids}
     assert_whole_replies(site, provider, ids)
     assert_each_tool_call_executed_once(site, ids)
-    assert_clients_saw_the_end(followed, provider)
+    assert_clients_saw_the_end(followed, provider, fleet, session)
     requests = provider.requests()
     for c in ids:  # B's replies that were streaming, asked again as they were
         tool_round, *replies = requests[c]
