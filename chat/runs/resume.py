@@ -167,6 +167,10 @@ async def resume_run(run: Run) -> asyncio.Task[Run] | None:
         logger.warning("run %s: resumed too often, failed", run.pk)
         return None
     point = await sync_to_async(resumption)(run)
+    if stopping.is_set():  # the process began to stop meanwhile: another resumes it at once
+        RUNS.starting.discard(run.pk)
+        await sync_to_async(leases.release)(run.pk)
+        return None
     # A fresh context, as for any run; not a background task: a stopping process pauses it.
     task = asyncio.create_task(execute_resumed(point), context=contextvars.Context())
     RUNS.register(run.pk, task)
@@ -205,13 +209,21 @@ async def sweep() -> list[asyncio.Task[Run]]:
         return []
     started = []
     for row in await sync_to_async(claimable)():
-        if stopping.is_set() or not await sync_to_async(leases.claim)(row):
-            continue
-        run = await Run.objects.select_related("conversation", "created_by").aget(pk=row.pk)
-        task = await resume_run(run)
+        if stopping.is_set():
+            break
+        # Shielded: a shutdown cancels the sweeper, and a run it claimed must still be resumed
+        # or let go (`resume_run`), not left held by a process that is gone.
+        task = await asyncio.shield(claim_and_resume(row))
         if task is not None:
             started.append(task)
     return started
+
+
+async def claim_and_resume(row: Run) -> asyncio.Task[Run] | None:
+    if not await sync_to_async(leases.claim)(row):
+        return None
+    run = await Run.objects.select_related("conversation", "created_by").aget(pk=row.pk)
+    return await resume_run(run)
 
 
 async def sweep_forever(*sweeps: Callable[[], Awaitable[object]]) -> None:
