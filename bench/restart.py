@@ -136,6 +136,10 @@ def _figures(
     )
     tokens = total_checks(check_tokens(str(content), TOKENS) for (content,) in replies)
     tokens["missing"] = len(conversations) - len(replies)
+    ((expired,),) = site.sql(
+        "select count(*) from chat_runlease join chat_run on chat_run.id = run_id "
+        f"where {where} and outcome = 'expired'"
+    )
     tags = {spec.tag for spec in specs}
     requests = sum(1 for record in records if record["tag"] in tags)
     turns = len(specs) * (TOOL_ROUNDS + 1)
@@ -153,6 +157,7 @@ def _figures(
         "resumed": sum(1 for n in resumes if n),
         "resumptions": sum(resumes),
         "calls_not_repeated": int(str(not_repeated)),
+        "leases_expired": int(str(expired)),
         "provider_requests": requests,
         "turns": turns,
         "extra_requests": requests - turns,
@@ -191,6 +196,7 @@ def restart_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         if scenario["resumptions"]:
             extra = scenario["extra_requests"] / scenario["resumptions"]
     bad = None if scenario is None else scenario["interrupted"] + scenario["failed"]
+    expired = None if scenario is None else float(scenario["leases_expired"])
     return [
         _target("rolling restart: runs interrupted or failed", "0", bad, 0, "runs", reason),
         _target(
@@ -207,6 +213,14 @@ def restart_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
             None if lost is None else float(lost),
             0,
             "tokens",
+            reason,
+        ),
+        _target(
+            "rolling restart: leases left to expire (a stopped process let every run go)",
+            "0",
+            expired,
+            0,
+            "leases",
             reason,
         ),
         _target(
@@ -234,6 +248,7 @@ def restart_section(report: dict[str, Any]) -> list[str]:
         str(scenario["unfinished"]),
         f"{scenario['resumed']} ({scenario['resumptions']})",
         str(scenario["calls_not_repeated"]),
+        str(scenario["leases_expired"]),
         f"{scenario['provider_requests']} ({scenario['turns']})",
         f"+{scenario['extra_requests']}",
         f"{_fmt(handover['p50'])} / {_fmt(handover['max'])}",
@@ -259,6 +274,7 @@ def restart_section(report: dict[str, Any]) -> list[str]:
                 "unfinished",
                 "resumed (resumptions)",
                 "calls not repeated",
+                "leases expired",
                 "provider requests (turns)",
                 "extra",
                 "handover ms p50 / max",
