@@ -5,6 +5,7 @@ Real daphne processes, real signals, real WebSockets."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import sqlite3
@@ -150,3 +151,38 @@ def test_sigkill_mid_reply_the_restarted_process_resumes_and_completes_it(site: 
         restarted.stop()
     roles = [r for (r,) in rows(site, "select role from chat_message order by `index`")]
     assert roles == ["user", "assistant", "user", "assistant"]
+
+
+def test_a_run_that_kills_its_process_every_time_fails_after_max_resumes() -> None:
+    env = {**ENV, "AGENTLAB_TOOL_MODULES": "tests.crash_tools", "AGENTLAB_MAX_RESUMES": "1"}
+    with sqlite_site(env=env) as site:
+        session, (conversation,) = site.make_conversations(1, "ada")
+        server = site.daphne().start()
+
+        async def ask() -> None:
+            async with socket_of(server, session, conversation) as ws:
+                await ws.send(json.dumps({"action": "send", "message": "crash process, please"}))
+                with contextlib.suppress(websockets.ConnectionClosed):
+                    async with asyncio.timeout(20):
+                        while True:
+                            await ws.recv()
+
+        asyncio.run(ask())
+        assert server.process is not None and server.process.wait(timeout=20) == -signal.SIGKILL
+        # Restarted, it resumes the run at once and dies again (maybe before it is ready).
+        again = site.daphne()
+        with contextlib.suppress(RuntimeError):
+            again.start()
+        assert again.process is not None and again.process.wait(timeout=20) == -signal.SIGKILL
+        assert statuses(site)[0][:2] == ("in_progress", 1)
+        with site.daphne():  # resumed once already: past AGENTLAB_MAX_RESUMES, it fails
+            deadline = time.monotonic() + 20
+            while statuses(site)[0][0] == "in_progress" and time.monotonic() < deadline:
+                time.sleep(0.1)
+        ((status, resumes, _),) = statuses(site)
+        (error,) = rows(site, "select error from chat_run")
+        assert (status, resumes) == ("failed", 2)
+        assert error == (
+            "Stopped: the run was resumed 1 times and its process stopped each time "
+            "(AGENTLAB_MAX_RESUMES is 1).",
+        )
