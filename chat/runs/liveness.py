@@ -31,17 +31,25 @@ def stopped() -> tuple[str, str]:
 def interrupt(run: Run) -> bool:
     """Mark a run whose process died as interrupted and repair its conversation's history;
     False when another process got there first."""
-    claimed = Run.objects.in_progress().filter(pk=run.pk).update(status=RunStatus.INTERRUPTED)
-    if not claimed:
+    return end(run, RunStatus.INTERRUPTED, INTERRUPTED)
+
+
+@transaction.atomic
+def end(run: Run, status: str, reason: str, *, held_by: str | None = None) -> bool:
+    """End a run no task executes (held by `held_by`, when given) with `status` and `reason`:
+    its unfinished tool calls failed, its conversation's history repaired. False when it is
+    no longer in progress (another process got there first)."""
+    rows = Run.objects.in_progress().filter(pk=run.pk)
+    if held_by is not None:
+        rows = rows.filter(worker=held_by)
+    if not rows.update(status=status):
         return False
-    run.status = RunStatus.INTERRUPTED
-    run.error = INTERRUPTED
-    run.finished_at = timezone.now()
+    run.status, run.error, run.finished_at = status, reason, timezone.now()
     run.save(update_fields=["status", "error", "finished_at"])
     ToolCall.objects.filter(run=run).in_progress().update(
-        status=ToolCallStatus.FAILED, error=INTERRUPTED, finished_at=timezone.now()
+        status=ToolCallStatus.FAILED, error=reason, finished_at=run.finished_at
     )
-    transcripts.repair_conversation(run.conversation, reason=INTERRUPTED.rstrip("."), run=run)
+    transcripts.repair_conversation(run.conversation, reason=reason.rstrip("."), run=run)
     return True
 
 

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from channels.db import database_sync_to_async as sync_to_async
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.utils import timezone
 
 from chat import agent, transcripts
 from chat.agent.events import ToolResult
@@ -39,7 +38,7 @@ from chat.models import (
 )
 from chat.resumed import ResumedPublisher
 
-from . import leases
+from . import leases, liveness
 from .exceptions import RunRefused
 from .lifecycle import execute_run
 from .providers import build_client, endpoint, profile_for_run
@@ -144,18 +143,8 @@ def resumption(run: Run) -> Resumption:
 @transaction.atomic
 def give_up(run: Run) -> None:
     """End a run resumed too often: failed, saying so, its history repaired."""
-    reason = too_many_resumes(run.resumes - 1)
-    if not Run.objects.in_progress().filter(pk=run.pk, worker=WORKER_ID).exists():
-        return
-    now = timezone.now()
-    ToolCall.objects.filter(run=run).in_progress().update(
-        status=ToolCallStatus.FAILED, error=reason, finished_at=now
-    )
-    Run.objects.filter(pk=run.pk).update(
-        status=RunStatus.FAILED, error=reason, finished_at=now, lease_expires_at=None
-    )
-    transcripts.repair_conversation(run.conversation, reason=reason.rstrip("."), run=run)
-    leases.close_lease(run.pk, LeaseEnd.FINISHED)
+    if liveness.end(run, RunStatus.FAILED, too_many_resumes(run.resumes - 1), held_by=WORKER_ID):
+        leases.close_lease(run.pk, LeaseEnd.FINISHED)
 
 
 async def resume_run(run: Run) -> asyncio.Task[Run] | None:

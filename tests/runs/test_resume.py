@@ -17,6 +17,8 @@ from typing import Any
 import pytest
 from channels.db import database_sync_to_async as sync
 from django.db import connections
+from django.test import AsyncClient
+from django.urls import reverse
 from django.utils import timezone
 
 from chat import agent, inspector
@@ -162,6 +164,14 @@ async def test_a_read_only_call_in_flight_when_the_process_died_is_run_again(
     assert f"resumed by {':'.join(tasks.WORKER_ID.split(':')[:2])}" in picture
     assert "expired (the process died or stalled" in picture
 
+    # The admin lists the run's leases: the process that died, then this one.
+    staff = AsyncClient()
+    await staff.aforce_login(await sync(make.user)("root", is_staff=True, is_superuser=True))
+    page = (await staff.get(reverse("admin:chat_run_change", args=[finished.pk]))).content
+    assert b"leases (the processes that executed the run)" in page.lower()
+    assert page.count(tasks.WORKER_ID.encode()) >= 2  # the process that died, this one
+    assert b"Expired (the process died or stalled" in page and b"Run finished" in page
+
 
 async def test_the_turn_that_was_streaming_is_requested_again_in_place_of_its_draft(
     fake_openai: FakeOpenAIServer,
@@ -269,24 +279,3 @@ async def test_a_process_whose_run_was_taken_over_stops_it_without_writing(
     run = await Run.objects.aget(pk=handle.run.pk)
     assert (run.status, run.worker) == ("in_progress", "elsewhere:1:other")
     assert (await ToolCall.objects.aget(run=run)).status == "in_progress"
-
-
-async def test_the_admin_lists_a_runs_leases(fake_openai: FakeOpenAIServer, tool_runs: Any) -> None:
-    counted, _ = tool_runs
-    made = await on_provider(fake_openai, "read_page")
-    fake_openai.enqueue(tool_turn([("r", "read_page", "{}")]), text_turn("Read."))
-    handle = await make.start_as_owner(made, "read it")
-    await until(lambda: asyncio.sleep(0, counted["read_page"] == 1))
-    await killed(handle)
-    tool_runs[1].set()
-    finished = await resumed()
-
-    from django.test import AsyncClient
-    from django.urls import reverse
-
-    staff = AsyncClient()
-    await staff.aforce_login(await sync(make.user)("root", is_staff=True, is_superuser=True))
-    page = (await staff.get(reverse("admin:chat_run_change", args=[finished.pk]))).content
-    assert b"leases (the processes that executed the run)" in page.lower()
-    assert page.count(tasks.WORKER_ID.encode()) >= 2  # the process that died, this one
-    assert b"Expired (the process died or stalled" in page and b"Run finished" in page
