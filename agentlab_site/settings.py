@@ -270,6 +270,9 @@ if not 0 < AGENTLAB_HEARTBEAT_SECONDS < AGENTLAB_LEASE_SECONDS:
     )
 # A run resumed more often than this (its process died every time) fails, saying so.
 AGENTLAB_MAX_RESUMES = int(os.environ.get("AGENTLAB_MAX_RESUMES", "3"))
+# A run whose tool calls wait for a person's approval holds no process; undecided past this many
+# seconds, its calls are denied ("no decision in time") and the run goes on.
+AGENTLAB_APPROVAL_TIMEOUT = float(os.environ.get("AGENTLAB_APPROVAL_TIMEOUT", str(24 * 3600)))
 # Modules imported at start-up that register their own tools with chat.agent.default_registry.
 AGENTLAB_TOOL_MODULES = env_list("AGENTLAB_TOOL_MODULES", "")
 AGENTLAB_MAX_MESSAGE_CHARS = int(os.environ.get("AGENTLAB_MAX_MESSAGE_CHARS", "32000"))

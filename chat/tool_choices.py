@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from chat import agent
 from chat.agent.mcp import SEPARATOR
-from chat.agent.tools import too_many_tools
+from chat.agent.offer import too_many_tools
 from chat.models import McpServer, McpTool
 from chat.models.mcp import TASK_ONLY
 from chat.runs.mcp import WHOLE_SERVER

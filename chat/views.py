@@ -177,7 +177,7 @@ def conversation_share(request: AuthenticatedRequest, pk: int) -> HttpResponse:
 @require_POST
 def conversation_delete(request: AuthenticatedRequest, pk: int) -> HttpResponseRedirect:
     conversation = access.conversation(request.user, Action.CONFIGURE, pk)
-    if conversation.has_run_in_progress():
+    if conversation.has_unfinished_run():
         messages.error(request, "A run is in progress: stop it before deleting the conversation.")
         return redirect("chat:conversation_detail", conversation.pk)
     conversation.delete()
@@ -266,7 +266,7 @@ def _status(exc: ValueError) -> int:
 def _page(
     request: HttpRequest, conversation: Conversation, context: dict[str, Any], status: int
 ) -> HttpResponse:
-    running = conversation.has_run_in_progress()
+    running = conversation.has_unfinished_run()
     return render(
         request,
         "chat/fork.html",

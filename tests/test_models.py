@@ -44,7 +44,7 @@ def test_in_progress_runs_and_tool_calls() -> None:
     assert list(Run.objects.in_progress()) == [live]
     assert list(made.runs.in_progress()) == [live]
     assert [call.call_id for call in ToolCall.objects.in_progress()] == ["a"]
-    assert made.has_run_in_progress()
+    assert made.has_unfinished_run()
     assert not Run.objects.in_progress().filter(pk=done.pk).exists()
 
 

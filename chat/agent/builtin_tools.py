@@ -29,7 +29,7 @@ def register(registry: ToolRegistry) -> None:
 
 
 @_built_in(
-    repeatable=True,
+    read_only=True,
     name="get_current_time",
     description="Get the current date and time, optionally in an IANA time zone.",
     parameters={
@@ -94,7 +94,7 @@ _STOP_WORDS = frozenset(_SEARCH_STOP_WORDS.split())
 
 
 @_built_in(
-    repeatable=True,
+    read_only=True,
     name="search_cards",
     description="Search the team's knowledge cards by keywords; returns the best matches.",
     parameters={

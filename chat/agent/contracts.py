@@ -7,6 +7,7 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from .approvals import Policy
 from .messages import ChatMessage
 from .tools import ToolRegistry, default_registry
 
@@ -56,6 +57,10 @@ class AgentParameters(BaseModel):
     max_tokens: Annotated[int, Field(ge=1)] | None = None
     max_event_loops: Annotated[int, Field(ge=1, le=MAX_EVENT_LOOPS)] = 8
     enabled_tools: tuple[str, ...] = ()
+    tool_policies: dict[Annotated[str, Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")], Policy] = Field(
+        default_factory=dict
+    )
+    """Per tool, run / ask / never where it differs from the tool's default (see approvals)."""
 
     @field_validator("pre_messages")
     @classmethod
@@ -110,6 +115,14 @@ class AgentParameters(BaseModel):
             {**self.model_dump(), **changes},
             context={"unavailable_tools": self.enabled_tools, "known_tools": tuple(known_tools)},
         )
+
+    def policies(self, registry: ToolRegistry = default_registry) -> dict[str, Policy]:
+        """Each chosen tool's policy with this registry's defaults (see approvals)."""
+        return {
+            name: registry.policy(name, self.tool_policies)
+            for name in self.enabled_tools
+            if name in registry
+        }
 
     def unavailable_tools(self, registry: ToolRegistry = default_registry) -> tuple[str, ...]:
         """Chosen tools the registry does not offer: kept in the settings, not offered."""

@@ -15,7 +15,10 @@ from .messages import ChatMessage, ToolCall
 RawStream = tuple[tuple[float, str], ...]
 """The stream as received: (milliseconds since the request was sent, line) per non-empty line."""
 
-RunStatus = Literal["in_progress", "completed", "failed", "cancelled", "interrupted"]
+RunStatus = Literal[
+    "in_progress", "requires_action", "completed", "failed", "cancelled", "interrupted"
+]
+"""requires_action: the run waits for a person to decide tool calls (see approvals)."""
 ToolCallStatus = Literal["in_progress", "completed", "failed", "cancelled"]
 
 
@@ -123,6 +126,9 @@ class ToolResult:
     """The result as the tool's source gave it (an MCP CallToolResult as JSON), for the logs."""
     failure: str = ""
     """Of a failed call, why (one of tools.FAILURE_KINDS)."""
+    policy: str = ""
+    """The tool's policy it ran (or was refused) under: run, ask or never; empty where
+    policies do not apply (an evaluation's replay)."""
 
     @property
     def message(self) -> ChatMessage:
@@ -154,6 +160,15 @@ class ToolCallFinished:
 
 
 @dataclass(frozen=True, slots=True)
+class ApprovalRequested:
+    """A turn's calls whose tools ask first: the run waits for a person's decision on each
+    (it then ends `requires_action`; the calls of the turn that need none wait with them)."""
+
+    tool_calls: tuple[ToolCall, ...]
+    step: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class RunFinished:
     status: RunStatus
     error: str | None = None
@@ -170,5 +185,6 @@ RunEvent = (
     | ToolCallStarted
     | ToolCallProgress
     | ToolCallFinished
+    | ApprovalRequested
     | RunFinished
 )

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from . import history
+from . import approvals, history
 from .clients import ChatClient
 from .contracts import DebugRunRequest
 from .errors import ChatClientError, StreamError
 from .events import (
+    ApprovalRequested,
     ModelCallFailed,
     PreflightRepaired,
     ReasoningDelta,
@@ -27,7 +28,8 @@ from .events import (
     Usage,
 )
 from .messages import ChatMessage, ToolCall
-from .tools import EventAgent, ToolRegistry, default_registry, too_many_tools
+from .offer import too_many_tools
+from .tools import EventAgent, ToolRegistry, default_registry
 
 PREFLIGHT = "not answered before this request; the pre-flight check closed it"
 FINISH_REASON_ERRORS = {
@@ -52,13 +54,19 @@ class DebugRuntime:
         client: ChatClient,
         registry: ToolRegistry | None = None,
         max_tool_rounds: int | None = None,
+        approvals: bool = True,
     ) -> None:
         self.client = client
         self.registry = registry if registry is not None else default_registry.copy()
         self.max_tool_rounds = max_tool_rounds
         """With a number, the run completes after that many rounds of tool calls (an evaluation
         that looks only at the model's first decision)."""
+        self.approvals = approvals
+        """Without, no call waits and none is refused by policy (an evaluation's replay, whose
+        tools never run)."""
         self.messages: list[ChatMessage] = []
+        self.waiting: tuple[ToolCall, ...] = ()
+        """The calls the run waits on, once it ended `requires_action`."""
 
     async def run(
         self, request: DebugRunRequest, *, resume: Resume | None = None
@@ -68,7 +76,8 @@ class DebugRuntime:
         parameters = request.parameters
         self.messages = request.messages()
         tools = self.registry.definitions(parameters.enabled_tools)
-        event_agent = EventAgent(self.registry, parameters.enabled_tools)
+        policies = parameters.tool_policies if self.approvals else None
+        event_agent = EventAgent(self.registry, parameters.enabled_tools, policies)
         usage = Usage()
         max_steps = parameters.max_event_loops
         if refused := too_many_tools(self.registry.sources(parameters.enabled_tools)):
@@ -78,8 +87,13 @@ class DebugRuntime:
         first = 1 if resume is None else resume.step
         pending = self.messages[-1].tool_calls if resume is not None and self.messages else ()
         if resume is not None and pending:
-            async for event in self._round(event_agent, pending, resume.step, resume.answered):
+            async for event in self._round(
+                event_agent, pending, resume.step, resume.answered, resume.approved
+            ):
                 yield event
+            if self.waiting:
+                yield RunFinished(status="requires_action", steps=resume.step, usage=usage)
+                return
             first += 1
             if self.max_tool_rounds is not None and resume.step >= self.max_tool_rounds:
                 yield RunFinished(status="completed", error=None, steps=resume.step, usage=usage)
@@ -166,6 +180,9 @@ class DebugRuntime:
 
             async for event in self._round(event_agent, message.tool_calls, step):
                 yield event
+            if self.waiting:
+                yield RunFinished(status="requires_action", steps=step, usage=usage)
+                return
             if self.max_tool_rounds is not None and step >= self.max_tool_rounds:
                 yield RunFinished(status="completed", error=None, steps=step, usage=usage)
                 return
@@ -184,10 +201,30 @@ class DebugRuntime:
         calls: Sequence[ToolCall],
         step: int,
         answered: Mapping[str, ToolResult] | None = None,
+        approved: Collection[str] = (),
     ) -> AsyncIterator[RunEvent]:
         """Run a turn's tool calls (those not `answered` already) and add every reply to the
-        history, in call order whatever order the tools finished in."""
+        history, in call order whatever order the tools finished in.
+
+        A call whose tool asks first and that is not `approved` makes the whole round wait:
+        `ApprovalRequested` names the waiting calls, nothing runs, and `waiting` holds them.
+        A call whose tool is never to run is answered so at once."""
         known = dict(answered or {})
+        if self.approvals:
+            policies = {call.id: event_agent.policy(call) for call in calls if call.id not in known}
+            for call in calls:
+                if policies.get(call.id) == "never":
+                    known[call.id] = approvals.not_allowed(call)
+            waiting = tuple(
+                call for call in calls if policies.get(call.id) == "ask" and call.id not in approved
+            )
+            if waiting:
+                for call in calls:
+                    if call.id in known:
+                        yield ToolCallFinished(known[call.id], step)
+                self.waiting = waiting
+                yield ApprovalRequested(waiting, step)
+                return
         to_run = [call for call in calls if call.id not in known]
         for call in to_run:
             yield ToolCallStarted(call, step)
@@ -207,10 +244,12 @@ class DebugRuntime:
 class Resume:
     """Where a resumed run goes on: `step` is the model turn it is in. When the history ends
     with that turn's tool calls, their round is finished first: the calls in `answered` (they
-    finished before, or are not repeated) are not run again, the others are."""
+    finished before, are not repeated, or were denied) are not run again, the others are;
+    those `approved` by a person run although their tools ask first."""
 
     step: int
     answered: Mapping[str, ToolResult] = field(default_factory=dict)
+    approved: frozenset[str] = frozenset()
 
 
 UNNAMED_TOOL = "unnamed_tool"

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import difflib
 import inspect
 import json
 import time
-from collections import Counter
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,16 +14,14 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import builtin_tools
+from .approvals import Policy, default_policy
 from .events import ToolCallProgress, ToolResult
 from .messages import ToolCall
+from .offer import not_available
 from .progress import reporting
 
 ToolHandler = Callable[[dict[str, Any]], Any | Awaitable[Any]]
 DEFAULT_TOOL_TIMEOUT = 30.0
-MAX_TOOLS = 128
-"""The most tools one request may carry (OpenAI's documented limit)."""
-MAX_NAMED = 20
-"""A call to a tool not offered names the offered ones up to this many; past it, the closest."""
 
 
 def humanize(name: str) -> str:
@@ -75,6 +71,9 @@ class Tool:
     repeatable: bool = False
     """Safe to run again when a call's outcome is unknown (the process died during it): it only
     reads, or running it twice does what running it once does."""
+    read_only: bool = False
+    """It only reads: it runs without asking unless a policy says otherwise (and it is
+    repeatable)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +118,10 @@ class ToolRegistry:
         timeout: float = DEFAULT_TOOL_TIMEOUT,
         source: str = "",
         repeatable: bool = False,
+        read_only: bool = False,
     ) -> Tool:
         jsonschema.Draft202012Validator.check_schema(definition.parameters)
-        tool = Tool(definition, handler, timeout, source, repeatable)
+        tool = Tool(definition, handler, timeout, source, repeatable or read_only, read_only)
         self._tools[definition.name] = tool
         self._withheld.pop(definition.name, None)
         return tool
@@ -134,6 +134,7 @@ class ToolRegistry:
         parameters: dict[str, Any],
         timeout: float = DEFAULT_TOOL_TIMEOUT,
         repeatable: bool = False,
+        read_only: bool = False,
     ) -> Callable[[ToolHandler], ToolHandler]:
         """Decorator form of `register`."""
 
@@ -143,6 +144,7 @@ class ToolRegistry:
                 handler,
                 timeout=timeout,
                 repeatable=repeatable,
+                read_only=read_only,
             )
             return handler
 
@@ -182,42 +184,21 @@ class ToolRegistry:
         tool = self._tools.get(name)
         return tool is not None and tool.repeatable
 
+    def policy(self, name: str, chosen: Mapping[str, Policy]) -> Policy:
+        """Whether a call of `name` runs, waits for a person or is refused: as `chosen`, else
+        run for a tool that only reads and ask for any other. A tool not here fails when
+        called, so nothing waits for it (unless it is never to run)."""
+        tool = self._tools.get(name)
+        if tool is None:
+            return "never" if chosen.get(name) == "never" else "run"
+        return chosen.get(name) or default_policy(tool.read_only)
+
     def definitions(self, names: Iterable[str]) -> list[ToolDefinition]:
         return [self._tools[name].definition for name in self.offered(names)]
 
     def sources(self, names: Iterable[str]) -> list[str]:
         """Of `names`, the source of each tool offered ("" for a built-in one)."""
         return [self._tools[name].source for name in self.offered(names)]
-
-
-def too_many_tools(
-    sources: Sequence[str],
-    *,
-    lead: str = "This run offers",
-    advice: str = "Turn some off in the settings.",
-) -> str | None:
-    """Why one request cannot carry these tools (one source each, "" for a built-in one),
-    counted by source; None when it can."""
-    if len(sources) <= MAX_TOOLS:
-        return None
-    counts = Counter(sources)
-    by_source = ", ".join(
-        f"{source or 'built-in'} ({counts[source]})"
-        for source in sorted(counts, key=lambda source: (not source, source))
-    )
-    return (
-        f"{lead} {len(sources)} tools; the most a request may carry is {MAX_TOOLS}. "
-        f"By source: {by_source}. {advice}"
-    )
-
-
-def not_available(name: str, offered: Sequence[str]) -> str:
-    """What the model reads of a call to a tool this request did not offer: the offered tools,
-    or past MAX_NAMED of them, their count and the three names closest to the one it called."""
-    if len(offered) <= MAX_NAMED:
-        return f"tool {name!r} is not available (offered: {', '.join(offered) or 'none'})"
-    closest = ", ".join(difflib.get_close_matches(name, offered, n=3, cutoff=0))
-    return f"tool {name!r} is not available ({len(offered)} tools offered; closest: {closest})"
 
 
 default_registry = ToolRegistry()
@@ -227,10 +208,24 @@ builtin_tools.register(default_registry)
 class EventAgent:
     """Executes tool calls. Every failure becomes a JSON error reply the model can read."""
 
-    def __init__(self, registry: ToolRegistry, enabled: Iterable[str]) -> None:
+    def __init__(
+        self,
+        registry: ToolRegistry,
+        enabled: Iterable[str],
+        policies: Mapping[str, Policy] | None = None,
+    ) -> None:
         self.registry = registry
         self.enabled = frozenset(enabled)
         self.offered = sorted(registry.offered(self.enabled))
+        self.policies = None if policies is None else dict(policies)
+        """None: no call waits or is refused by policy (an evaluation's replay)."""
+
+    def policy(self, call: ToolCall) -> Policy:
+        """Run, ask or never for this call: a call that fails before its tool runs (a tool
+        not enabled or not here) needs no one's approval."""
+        if call.name not in self.enabled or self.policies is None:
+            return "run"
+        return self.registry.policy(call.name, self.policies)
 
     async def execute(
         self, call: ToolCall, *, progress: Callable[[ToolCallProgress], None] | None = None
@@ -240,6 +235,7 @@ class EventAgent:
         tool = self.registry.get(call.name)
         withheld = self.registry.withheld(call.name)
         source = tool.source if tool is not None else withheld.source if withheld else ""
+        policy = self.policy(call) if self.policies is not None else ""
         try:
             with reporting(call.id, progress):
                 output = await self._execute(call)
@@ -253,6 +249,7 @@ class EventAgent:
                 source=source,
                 raw=exc.raw,
                 failure=exc.kind,
+                policy=policy,
             )
         return ToolResult(
             tool_call=call,
@@ -261,6 +258,7 @@ class EventAgent:
             duration=time.monotonic() - started,
             source=source,
             raw=output.raw,
+            policy=policy,
         )
 
     async def handle(self, calls: Sequence[ToolCall]) -> list[ToolResult]:
@@ -307,19 +305,7 @@ class EventAgent:
                 not_available(call.name, self.offered),
                 kind="unknown_tool" if tool is None else "not_enabled",
             )
-        try:
-            arguments = json.loads(call.arguments) if call.arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise ToolError(f"invalid arguments: not valid JSON: {exc}", kind=INVALID) from None
-        if not isinstance(arguments, dict):
-            raise ToolError("invalid arguments: not a JSON object", kind=INVALID)
-        try:
-            jsonschema.validate(arguments, tool.definition.parameters)
-        except jsonschema.ValidationError as exc:
-            where = "/".join(str(part) for part in exc.absolute_path)
-            raise ToolError(
-                f"invalid arguments{f' at {where}' if where else ''}: {exc.message}", kind=INVALID
-            ) from None
+        arguments = parse_arguments(call.arguments, tool.definition.parameters)
         try:
             async with asyncio.timeout(tool.timeout) as deadline:
                 if inspect.iscoroutinefunction(tool.handler):
@@ -348,6 +334,26 @@ class EventAgent:
             raise ToolError(f"the result is not JSON-serialisable: {exc}") from None
 
 
+def parse_arguments(text: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """A call's arguments (its raw JSON text) checked against its tool's schema; ToolError
+    (invalid arguments, saying where and why) when they are not JSON, not an object or not
+    the schema's."""
+    try:
+        arguments = json.loads(text) if text.strip() else {}
+    except json.JSONDecodeError as exc:
+        raise ToolError(f"invalid arguments: not valid JSON: {exc}", kind=INVALID) from None
+    if not isinstance(arguments, dict):
+        raise ToolError("invalid arguments: not a JSON object", kind=INVALID)
+    try:
+        jsonschema.validate(arguments, schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path)
+        raise ToolError(
+            f"invalid arguments{f' at {where}' if where else ''}: {exc.message}", kind=INVALID
+        ) from None
+    return arguments
+
+
 INVALID = "invalid_arguments"
 FAILURE_KINDS = (
     "tool_error",
@@ -357,11 +363,14 @@ FAILURE_KINDS = (
     "timeout",
     "unavailable",
     "interrupted",
+    "denied",
+    "not_allowed",
 )
 """Why a call failed: the tool raised or reported an error; the arguments were not JSON or not
 the schema's; the name was never a tool here; a tool this conversation did not enable; it took
 too long; its source (an MCP server) could not be reached, or does not offer it now; the process
-died during it and it is not safe to repeat."""
+died during it and it is not safe to repeat; a person denied it (or did not decide in time);
+its policy is never."""
 
 
 class ToolError(Exception):

@@ -273,7 +273,7 @@ def last_turn_case(conversation: Conversation, *, user: Any) -> Case:
     that turn only; comparing the same turn again reuses its case. CaseRefused when there is
     no finished reply to take.
     """
-    if conversation.has_run_in_progress():
+    if conversation.has_unfinished_run():
         raise cases.CaseRefused(
             "A reply is being written in this conversation: compare it once it is finished."
         )

@@ -223,7 +223,10 @@ async def replay(
             await sync_to_async(_abandon)(preparing.result()[0])
         raise
     runtime = DebugRuntime(
-        client=client, registry=registry, max_tool_rounds=None if eval_run.continue_loop else 1
+        client=client,
+        registry=registry,
+        max_tool_rounds=None if eval_run.continue_loop else 1,
+        approvals=False,
     )
     task = asyncio.create_task(execute_run(run, request, client, runtime=runtime))
     tasks.RUNS.register(run.pk, task)

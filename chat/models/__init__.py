@@ -42,8 +42,11 @@ from .evals import (
 from .mcp import McpServer, McpTool
 from .providers import ProviderProfile
 from .runs import (
+    ACTIVE,
+    Approval,
     LeaseEnd,
     ModelCall,
+    Policy,
     Run,
     RunLease,
     RunQuerySet,
@@ -55,6 +58,7 @@ from .runs import (
 )
 
 __all__ = [
+    "ACTIVE",
     "NO_TOOL",
     "Agent",
     "AgentChoice",
@@ -62,6 +66,7 @@ __all__ = [
     "AgentVersion",
     "Annotation",
     "AnnotationQuerySet",
+    "Approval",
     "Case",
     "CaseSet",
     "CaseSource",
@@ -80,6 +85,7 @@ __all__ = [
     "Message",
     "MessageQuerySet",
     "ModelCall",
+    "Policy",
     "ProviderProfile",
     "Publication",
     "Purpose",

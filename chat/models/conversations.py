@@ -62,8 +62,8 @@ class ConversationQuerySet(models.QuerySet["Conversation"]):
         return access.shared_with(user, self)
 
     def with_active_run(self) -> ConversationQuerySet:
-        """Annotated with `has_active_run`: whether a run is in progress."""
-        active = Run.objects.in_progress().filter(conversation=OuterRef("pk"))
+        """Annotated with `has_active_run`: whether a run is in progress or waiting."""
+        active = Run.objects.active().filter(conversation=OuterRef("pk"))
         return self.annotate(has_active_run=Exists(active))
 
     def with_stats(self) -> ConversationQuerySet:
@@ -154,6 +154,12 @@ class Conversation(models.Model):
         related_name="conversations",
         help_text="The agent version it started from. Empty: the built-in Default.",
     )
+    always_allowed = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Tools its owner chose to always allow here: they run without asking "
+        "(unless their policy is never).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
 
@@ -191,8 +197,9 @@ class Conversation(models.Model):
 
         return not access.may(user, access.Action.WRITE, self)
 
-    def has_run_in_progress(self) -> bool:
-        return self.runs.in_progress().exists()
+    def has_unfinished_run(self) -> bool:
+        """Whether a run is in progress or waits for approval."""
+        return self.runs.active().exists()
 
 
 class Version(models.Model):

@@ -153,6 +153,11 @@ class McpTool(models.Model):
         hints = self.annotations or {}
         return any(hints.get(key) is True for key in ("read_only_hint", "idempotent_hint"))
 
+    @property
+    def read_only(self) -> bool:
+        """The server says the tool only reads (`readOnlyHint`): it runs without asking."""
+        return (self.annotations or {}).get("read_only_hint") is True
+
     def definition(self) -> ToolDefinition:
         """As offered to the model."""
         return ToolDefinition(

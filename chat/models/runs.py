@@ -9,6 +9,7 @@ from django.db.models import Q
 
 class RunStatus(models.TextChoices):
     IN_PROGRESS = "in_progress", "In progress"
+    REQUIRES_ACTION = "requires_action", "Waiting for approval"
     COMPLETED = "completed", "Completed"
     FAILED = "failed", "Failed"
     CANCELLED = "cancelled", "Cancelled"
@@ -42,9 +43,20 @@ class Measured(models.Model):
         )
 
 
+ACTIVE = (RunStatus.IN_PROGRESS, RunStatus.REQUIRES_ACTION)
+"""A run not over yet: executing, or waiting for a person (one per conversation)."""
+
+
 class RunQuerySet(models.QuerySet["Run"]):
     def in_progress(self) -> RunQuerySet:
         return self.filter(status=RunStatus.IN_PROGRESS)
+
+    def waiting(self) -> RunQuerySet:
+        """Runs that wait for a person to decide tool calls: no process holds them."""
+        return self.filter(status=RunStatus.REQUIRES_ACTION)
+
+    def active(self) -> RunQuerySet:
+        return self.filter(status__in=ACTIVE)
 
 
 class Run(Measured):
@@ -76,6 +88,11 @@ class Run(Measured):
     resumes = models.PositiveIntegerField(
         default=0, help_text="Times another process (or a restart) took the run over."
     )
+    waiting_until = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Of a run waiting for approval, when its undecided calls expire as denied.",
+    )
     started_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
@@ -86,8 +103,8 @@ class Run(Measured):
         constraints = [
             models.UniqueConstraint(
                 fields=["conversation"],
-                condition=Q(status="in_progress"),
-                name="one_run_in_progress_per_conversation",
+                condition=Q(status__in=["in_progress", "requires_action"]),
+                name="one_active_run_per_conversation",
             )
         ]
 
@@ -96,7 +113,12 @@ class Run(Measured):
 
     @property
     def is_active(self) -> bool:
+        """Executing now (a waiting run is not: nothing streams)."""
         return self.status == RunStatus.IN_PROGRESS
+
+    @property
+    def is_waiting(self) -> bool:
+        return self.status == RunStatus.REQUIRES_ACTION
 
     @property
     def model_label(self) -> str:
@@ -109,6 +131,7 @@ class LeaseEnd(models.TextChoices):
     FINISHED = "finished", "Run finished"
     RELEASED = "released", "Released (the process stopped)"
     EXPIRED = "expired", "Expired (the process died or stalled; another took the run over)"
+    WAITING = "waiting", "Let go (the run waits for approval)"
 
 
 class RunLease(models.Model):
@@ -137,11 +160,34 @@ class ToolFailure(models.TextChoices):
     TIMEOUT = "timeout", "timed out"
     UNAVAILABLE = "unavailable", "server unavailable"
     INTERRUPTED = "interrupted", "interrupted"
+    DENIED = "denied", "denied"
+    NOT_ALLOWED = "not_allowed", "not allowed"
+
+
+class Approval(models.TextChoices):
+    """A person's decision on a call whose tool asks first (empty: it did not ask)."""
+
+    WAITING = "waiting", "Waiting for approval"
+    APPROVED = "approved", "Approved"
+    ALWAYS = "always", "Approved, always allowed in this conversation"
+    EDITED = "edited", "Edited and approved"
+    DENIED = "denied", "Denied"
+    EXPIRED = "expired", "Expired without a decision (denied)"
+    STOPPED = "stopped", "Stopped before a decision"
+
+
+class Policy(models.TextChoices):
+    RUN = "run", "Run without asking"
+    ASK = "ask", "Ask first"
+    NEVER = "never", "Never run"
 
 
 class ToolCallQuerySet(models.QuerySet["ToolCall"]):
     def in_progress(self) -> ToolCallQuerySet:
         return self.filter(status=ToolCallStatus.IN_PROGRESS)
+
+    def waiting(self) -> ToolCallQuerySet:
+        return self.filter(approval=Approval.WAITING)
 
 
 class ToolCall(models.Model):
@@ -184,6 +230,22 @@ class ToolCall(models.Model):
         blank=True,
         help_text="Of a failed call, why.",
     )
+    policy = models.CharField(
+        max_length=10,
+        choices=Policy.choices,
+        blank=True,
+        help_text="The tool's policy when the model called it (empty: an evaluation's replay).",
+    )
+    approval = models.CharField(max_length=10, choices=Approval.choices, blank=True, db_index=True)
+    asked_at = models.DateTimeField(null=True, blank=True, help_text="When the wait began.")
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    edited_arguments = models.TextField(
+        blank=True, help_text="The arguments a person approved in place of the model's."
+    )
+    decision_reason = models.TextField(blank=True)
 
     objects = ToolCallQuerySet.as_manager()
 
@@ -202,6 +264,15 @@ class ToolCall(models.Model):
         from chat.agent.tools import humanize
 
         return humanize(self.name)
+
+    @property
+    def is_waiting(self) -> bool:
+        return self.approval == Approval.WAITING
+
+    @property
+    def run_arguments(self) -> str:
+        """The arguments the call ran with: a person's edit, else the model's."""
+        return self.edited_arguments or self.arguments
 
 
 class ModelCall(Measured):

@@ -34,8 +34,11 @@ def release(run_pk: int) -> None:
 
 @transaction.atomic
 def claim(run: Run) -> bool:
-    """Take over `run` from a process that is gone; False when another claimer won."""
-    if not RUNS.claim(run, resumes=F("resumes") + 1):
+    """Take over `run` from a process that is gone, or that a decision let go on (see
+    `approvals`: not counted as a resumption); False when another claimer won."""
+    last = RunLease.objects.filter(run=run).order_by("-acquired_at", "-id").first()
+    decided = last is not None and last.outcome == LeaseEnd.WAITING
+    if not RUNS.claim(run, **({} if decided else {"resumes": F("resumes") + 1})):
         return False
     now = timezone.now()
     RunLease.objects.filter(run=run, ended_at=None).update(ended_at=now, outcome=LeaseEnd.EXPIRED)

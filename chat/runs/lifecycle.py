@@ -30,7 +30,7 @@ from chat.fragments import RunPublisher
 from chat.models import Conversation, Message, Purpose, Run, RunStatus, title_from
 from chat.transcripts import versions
 
-from . import control, leases, liveness, mcp, tasks, titles
+from . import approvals, control, leases, liveness, mcp, tasks, titles
 from .exceptions import RunRefused
 from .providers import Endpoint, build_client, endpoint, profile_for_run
 from .recorder import Recorder
@@ -47,6 +47,10 @@ _SHOWN = (events.TextDelta, events.ReasoningDelta, events.ToolCallStarted)
 # Seconds of continuous work after which a run gives the event loop back.
 YIELD_AFTER = 0.001
 IN_PROGRESS = "A run is already in progress in this conversation."
+WAITING = (
+    "A tool call above waits for your decision: approve or deny it (or press Stop) before "
+    "sending more."
+)
 STOPPING = "The server is restarting: send your message again in a moment."
 
 
@@ -170,8 +174,10 @@ def _create_run(
     try:
         with transaction.atomic():
             conversation = Conversation.objects.select_for_update().get(pk=conversation.pk)
+            if conversation.runs.waiting().exists():
+                raise RunRefused(WAITING)
             try:
-                parameters = conversation.agent_parameters()
+                parameters = approvals.for_run(conversation, conversation.agent_parameters())
             except ValueError as exc:
                 raise RunRefused(
                     f"The agent settings of this conversation are invalid: {validation_text(exc)}"

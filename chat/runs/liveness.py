@@ -36,18 +36,22 @@ def interrupt(run: Run) -> bool:
 
 @transaction.atomic
 def end(run: Run, status: str, reason: str, *, held_by: str | None = None) -> bool:
-    """End a run no task executes (held by `held_by`, when given) with `status` and `reason`:
-    its unfinished tool calls failed, its conversation's history repaired. False when it is
-    no longer in progress (another process got there first)."""
-    rows = Run.objects.in_progress().filter(pk=run.pk)
+    """End a run no task executes (held by `held_by`, when given; or one waiting for
+    approval) with `status` and `reason`: its unfinished tool calls failed (cancelled, when it
+    is), its conversation's history repaired. False when it is no longer in progress or
+    waiting (another process got there first)."""
+    rows = Run.objects.active().filter(pk=run.pk)
     if held_by is not None:
         rows = rows.filter(worker=held_by)
     if not rows.update(status=status):
         return False
     run.status, run.error, run.finished_at = status, reason, timezone.now()
     run.save(update_fields=["status", "error", "finished_at"])
+    cancelled = status == RunStatus.CANCELLED
     ToolCall.objects.filter(run=run).in_progress().update(
-        status=ToolCallStatus.FAILED, error=reason, finished_at=run.finished_at
+        status=ToolCallStatus.CANCELLED if cancelled else ToolCallStatus.FAILED,
+        error=reason,
+        finished_at=run.finished_at,
     )
     transcripts.repair_conversation(run.conversation, reason=reason.rstrip("."), run=run)
     return True

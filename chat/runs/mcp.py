@@ -174,6 +174,7 @@ class Hub:
                 timeout=server.timeout,
                 source=server_name,
                 repeatable=row.repeatable,
+                read_only=row.read_only,
             )
         except Exception as exc:  # an input schema that is not JSON Schema: not offered
             logger.info("MCP tool %s not offered: %s", row.exposed_name, exc)

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from channels.db import database_sync_to_async as sync_to_async
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Model
 from django.utils import timezone
 
 from chat import agent, transcripts
@@ -28,38 +27,11 @@ from chat.models import (
 )
 from chat.turns import Turn
 
+from . import approvals
+from .steps import Step, fit
+
 if TYPE_CHECKING:
     from .resume import Resumption
-
-
-def _fit(model: type[Model], field: str, value: str) -> str:
-    """A provider's value cut to its column: PostgreSQL refuses a longer one, and the whole
-    turn's write (its message and tool calls) would be lost with it."""
-    limit = getattr(model._meta.get_field(field), "max_length", None)
-    return value if limit is None or len(value) <= limit else value[: limit - 1] + "…"
-
-
-@dataclass
-class Step:
-    number: int
-    started: float
-    request: dict[str, Any] = field(default_factory=dict)
-    status_code: int | None = None
-    attempts: int = 1
-    first_token: float | None = None
-    usage: events.Usage = field(default_factory=events.Usage)
-    text: list[str] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)
-    url: str = ""
-    raw: events.RawStream = ()
-    preflight: list[str] = field(default_factory=list)
-    model_call_saved: bool = False
-    message: Message | None = None
-    draft: Message | None = None
-    """The reply row as last checkpointed while it streams; its turn's end completes it."""
-    checkpointed: float = 0.0
-    calls: list[agent.ToolCall] = field(default_factory=list)
-    results: dict[str, events.ToolResult] = field(default_factory=dict)
 
 
 class Recorder:
@@ -86,11 +58,9 @@ class Recorder:
         self.tool_calls: list[ToolCall] = []
         self.model_calls: list[ModelCall] = []
         self._final: tuple[Step, agent.ChatMessage, str | None] | None = None
-        """A last turn (no tool calls) waiting for the run's end, to be saved in one
-        transaction with it."""
+        """A last turn (no tool calls) to be saved in one transaction with the run's end."""
         self._draft: Message | None = None
-        """A resumed run's reply that was streaming when its process stopped: the next step's
-        reply row, overwritten as the turn is requested again."""
+        """A resumed run's reply that was streaming when its process stopped: overwritten."""
 
     def resume_from(self, point: Resumption) -> None:
         """Go on with a run another process began: the rows it wrote, its usage and time so
@@ -165,6 +135,10 @@ class Recorder:
             case events.ToolCallFinished(result) if step:
                 step.results[result.tool_call.id] = result
                 await sync_to_async(self._save_tool_result)(step, result)
+            case events.ApprovalRequested(calls) if step:
+                await sync_to_async(self._ask)(step, calls)
+            case events.RunFinished(RunStatus.REQUIRES_ACTION, _, steps):
+                await sync_to_async(self._wait)(steps)
             case events.RunFinished(status, error, steps):
                 await sync_to_async(self._finish)(status, error or "", steps)
 
@@ -214,7 +188,7 @@ class Recorder:
         model_call = ModelCall.objects.create(
             run=self.run,
             step=step.number,
-            model=_fit(ModelCall, "model", str(step.request.get("model", self.run.model))),
+            model=fit(ModelCall, "model", str(step.request.get("model", self.run.model))),
             url=step.url,
             request=step.request,
             raw_stream="\n".join(f"{ms:g}\t{line}" for ms, line in step.raw)
@@ -223,7 +197,7 @@ class Recorder:
             preflight=step.preflight,
             http_status=step.status_code,
             attempts=step.attempts,
-            finish_reason=_fit(ModelCall, "finish_reason", finish_reason),
+            finish_reason=fit(ModelCall, "finish_reason", finish_reason),
             prompt_tokens=step.usage.prompt_tokens,
             completion_tokens=step.usage.completion_tokens,
             total_tokens=step.usage.total_tokens,
@@ -272,28 +246,63 @@ class Recorder:
 
     @transaction.atomic
     def _save_tool_result(self, step: Step, result: events.ToolResult) -> None:
+        now, call_id = timezone.now(), result.tool_call.id
         fields = {
             "status": result.status,
             "result": result.content,
             "error": result.error or "",
-            "finished_at": timezone.now(),
+            "finished_at": now,
             "duration": result.duration,
-            "server": _fit(ToolCall, "server", result.source),
+            "server": fit(ToolCall, "server", result.source),
             "raw_result": result.raw,
             "failure": result.failure,
+            "policy": result.policy,
         }
-        ToolCall.objects.filter(
-            run=self.run, message=step.message, call_id=result.tool_call.id
-        ).update(**fields)
         message_id = step.message.pk if step.message is not None else None
-        for row in self.tool_calls:
-            if row.message_id == message_id and row.call_id == result.tool_call.id:
-                for name, value in fields.items():
-                    setattr(row, name, value)
+        rows = [r for r in self.tool_calls if r.message_id == message_id and r.call_id == call_id]
+        if any(row.started_at is None for row in rows):  # its round waited, or was paused
+            fields["started_at"] = now - timedelta(seconds=result.duration)
+        ToolCall.objects.filter(run=self.run, message=step.message, call_id=call_id).update(
+            **fields
+        )
+        for row in rows:
+            for name, value in fields.items():
+                setattr(row, name, value)
         if len(step.results) == len(step.calls):
             # Replies are stored in call order once the whole round is in, whatever order the
             # tools finished in; until then the transcript ends on the assistant's tool_calls.
             self._append([step.results[call.id].message for call in step.calls])
+
+    def _rows(self, step: Step) -> list[ToolCall]:
+        message_id = step.message.pk if step.message is not None else None
+        return [row for row in self.tool_calls if row.message_id == message_id]
+
+    def _ask(self, step: Step, calls: tuple[agent.ToolCall, ...]) -> None:
+        asked = approvals.ask(self.run, step.message, {call.id for call in calls}, step.results)
+        for row in self._rows(step):
+            if row.call_id not in step.results:
+                row.started_at = None
+                for name, value in asked.get(row.call_id, {}).items():
+                    setattr(row, name, value)
+
+    @transaction.atomic
+    def _wait(self, steps: int) -> None:
+        """The run waits for a person's decision: no process holds it (its lease ends, the
+        sweeper leaves it alone) until the decision, or AGENTLAB_APPROVAL_TIMEOUT."""
+        run = self.run
+        now = timezone.now()
+        run.status = RunStatus.REQUIRES_ACTION
+        run.steps = max(run.steps, steps)
+        run.duration = time.monotonic() - self.started
+        run.waiting_until = now + timedelta(seconds=settings.AGENTLAB_APPROVAL_TIMEOUT)
+        run.worker, run.lease_expires_at = "", None
+        self._save_usage(
+            ["status", "steps", "duration", "waiting_until", "worker", "lease_expires_at"]
+        )
+        RunLease.objects.filter(run=run, ended_at=None).update(
+            ended_at=now, outcome=LeaseEnd.WAITING
+        )
+        Conversation.objects.filter(pk=run.conversation_id).update(updated_at=now)
 
     def _save_usage(self, extra_fields: list[str]) -> None:
         self.run.prompt_tokens = self.usage.prompt_tokens
@@ -336,13 +345,8 @@ class Recorder:
         """The finished run's turn from the rows written here, as `turn_for_run` would read
         them back (a run that just ended has no annotations yet)."""
         replies = [row for row in self.replies if row.role == Message.Role.ASSISTANT]
-        return Turn(
-            user=user,
-            run=self.run,
-            replies=replies,
-            tool_calls=list(self.tool_calls),
-            model_calls=list(self.model_calls),
-        )
+        calls, model_calls = list(self.tool_calls), list(self.model_calls)
+        return Turn(user, self.run, replies, tool_calls=calls, model_calls=model_calls)
 
     async def stop(self, status: str, error: str) -> events.RunFinished:
         """End the run early (cancel, internal error), keeping what streamed, history valid."""

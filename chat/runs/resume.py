@@ -25,9 +25,11 @@ from django.conf import settings
 from django.db import DatabaseError, transaction
 
 from chat import agent, transcripts
+from chat.agent.approvals import denial
 from chat.agent.events import ToolResult
 from chat.agent.runtime import Resume
 from chat.models import (
+    Approval,
     LeaseEnd,
     Message,
     Purpose,
@@ -38,7 +40,7 @@ from chat.models import (
 )
 from chat.resumed import ResumedPublisher
 
-from . import leases, liveness
+from . import approvals, leases, liveness
 from .exceptions import RunRefused
 from .lifecycle import execute_run
 from .providers import build_client, endpoint, profile_for_run
@@ -47,6 +49,7 @@ from .tasks import RUNS, WORKER_ID, stopping
 
 logger = logging.getLogger(__name__)
 
+DENIED = (Approval.DENIED, Approval.EXPIRED)
 NOT_REPEATED = "Interrupted: not repeated, its outcome is unknown"
 """The reply to a call in flight when its process died, of a tool not safe to run twice."""
 
@@ -80,11 +83,17 @@ class Resumption:
     calls: list[ToolCall] = field(default_factory=list)
 
     def resume(self, registry: agent.ToolRegistry) -> Resume:
-        """The runtime's resume point, deciding which unfinished calls run again."""
+        """The runtime's resume point, deciding which unfinished calls run again: those a
+        person approved run, those denied are answered so."""
         answered: dict[str, ToolResult] = {}
+        approved = set()
         for row in self.calls:
-            call = agent.ToolCall(id=row.call_id, name=row.name, arguments=row.arguments)
-            if row.status != ToolCallStatus.IN_PROGRESS:
+            call = agent.ToolCall(id=row.call_id, name=row.name, arguments=row.run_arguments)
+            if row.approval in approvals.APPROVED:
+                approved.add(row.call_id)
+            if row.status == ToolCallStatus.IN_PROGRESS and row.approval in DENIED:
+                answered[row.call_id] = denial(call, row.decision_reason)
+            elif row.status != ToolCallStatus.IN_PROGRESS:
                 answered[row.call_id] = ToolResult(
                     tool_call=call,
                     content=row.result,
@@ -103,7 +112,7 @@ class Resumption:
                     error=NOT_REPEATED,
                     failure="interrupted",
                 )
-        return Resume(step=self.step, answered=answered)
+        return Resume(step=self.step, answered=answered, approved=frozenset(approved))
 
 
 def resumption(run: Run) -> Resumption:
@@ -208,6 +217,21 @@ async def sweep() -> list[asyncio.Task[Run]]:
     return started
 
 
+async def expire_waiting() -> list[asyncio.Task[Run]]:
+    """Deny the calls of runs that waited past AGENTLAB_APPROVAL_TIMEOUT, and resume them
+    (the model reads why)."""
+    started = []
+    for row in await sync_to_async(list)(approvals.due()):
+        if stopping.is_set():
+            break
+        decided = await sync_to_async(approvals.expire)(row)
+        if decided is not None and decided.resumable:
+            task = await asyncio.shield(claim_and_resume(decided.run))
+            if task is not None:
+                started.append(task)
+    return started
+
+
 async def claim_and_resume(row: Run) -> asyncio.Task[Run] | None:
     if not await sync_to_async(leases.claim)(row):
         return None
@@ -219,7 +243,7 @@ async def sweep_forever(*sweeps: Callable[[], Awaitable[object]]) -> None:
     """A server process's sweeper (of runs, and of whatever else `sweeps` take over): at
     start, then every AGENTLAB_CLAIM_SECONDS."""
     while not stopping.is_set():
-        for one in (sweep, *sweeps):
+        for one in (sweep, expire_waiting, *sweeps):
             try:
                 await one()
             except DatabaseError as exc:

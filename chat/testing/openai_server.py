@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from chat.agent.clients import OpenAICompatibleChatClient
-from chat.agent.tools import MAX_TOOLS
+from chat.agent.offer import MAX_TOOLS
 from chat.testing.openai_script import (
     MODEL,
     RecordedRequest,

@@ -130,7 +130,7 @@ def fork_conversation(
     or the copy would not be strict-valid.
     """
     parent = Conversation.objects.select_for_update().get(pk=conversation.pk)
-    if parent.has_run_in_progress():
+    if parent.has_unfinished_run():
         raise RunInProgress(
             "A run is in progress in this conversation: fork it once it has finished."
         )

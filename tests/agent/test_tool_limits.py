@@ -11,15 +11,9 @@ import httpx
 from chat.agent.contracts import AgentParameters, DebugRunRequest
 from chat.agent.events import RunFinished, StepStarted
 from chat.agent.messages import ToolCall
+from chat.agent.offer import MAX_TOOLS, too_many_tools
 from chat.agent.runtime import DebugRuntime
-from chat.agent.tools import (
-    MAX_TOOLS,
-    EventAgent,
-    ToolDefinition,
-    ToolRegistry,
-    default_registry,
-    too_many_tools,
-)
+from chat.agent.tools import EventAgent, ToolDefinition, ToolRegistry, default_registry
 from chat.testing.openai_script import MODEL, text_turn
 from chat.testing.openai_server import FakeOpenAIServer, client_for
 
