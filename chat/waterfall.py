@@ -10,11 +10,13 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
+from chat import approval_record
 from chat.agent.tools import humanize
-from chat.models import ModelCall, Run, RunLease, ToolCall
+from chat.models import LeaseEnd, ModelCall, Run, RunLease, ToolCall
 
 TOP = 6
 AXIS = 26
@@ -49,7 +51,8 @@ class Bar:
     """One row: a model call or a tool call, in milliseconds from the run's start."""
 
     kind: str
-    """"model", "tool", or "gap" (no process held the run; another resumed it)."""
+    """"model", "tool", "wait" (the run waited for a person to decide its calls), or "gap" (no
+    process held the run; another resumed it)."""
     step: int
     label: str
     title: str
@@ -58,6 +61,8 @@ class Bar:
     first_token: float | None = None
     status: str = ""
     position: int = 0
+    shown: str = ""
+    """The duration as the row says it, when not as `took` would."""
 
     @property
     def failed(self) -> bool:
@@ -125,11 +130,37 @@ def tool_bar(call: ToolCall, origin: datetime) -> Bar | None:
     )
 
 
+def wait_bars(tool_calls: Iterable[ToolCall], origin: datetime) -> list[Bar]:
+    """For each step whose calls asked first, the time the run waited for a person: from the
+    question to the last decision (to now, while it waits). Its title says each decision."""
+    asked: dict[int, list[ToolCall]] = {}
+    for call in tool_calls:
+        if call.asked_at is not None:
+            asked.setdefault(call.step, []).append(call)
+    bars = []
+    for step, calls in asked.items():
+        start = min(milliseconds(call.asked_at, origin) for call in calls if call.asked_at)
+        end = max(milliseconds(call.decided_at or timezone.now(), origin) for call in calls)
+        seconds = (end - start) / 1000
+        shown = approval_record.span(seconds) if seconds >= 1 else took(end - start)
+        said = "; ".join(f"{c.display_name} {approval_record.decision(c)}" for c in calls)
+        still = any(call.is_waiting for call in calls)
+        title = f"Waiting for approval for {shown} so far: {said}" if still else ""
+        title = title or f"Waited {shown} for approval: {said}"
+        status = "waiting" if still else "decided"
+        label = "waiting for approval"
+        bars.append(Bar("wait", step, label, title, start, end, status=status, shown=shown))
+    return bars
+
+
 def gap_bars(leases: Sequence[RunLease], rows: Sequence[Bar], origin: datetime) -> list[Bar]:
     """For each process that resumed the run, the time no process held it: from the end of the
-    last thing done before (a killed process says nothing of when it died) to the claim."""
+    last thing done before (a killed process says nothing of when it died) to the claim. A run
+    that waited for a person has its wait bar there instead."""
     gaps = []
     for before, lease in itertools.pairwise(leases):
+        if before.outcome == LeaseEnd.WAITING:
+            continue
         claimed = milliseconds(lease.acquired_at, origin)
         done = [bar.end for bar in rows if bar.end <= claimed]
         start = max(done, default=milliseconds(before.acquired_at, origin))
@@ -153,12 +184,15 @@ def bars(
 ) -> list[Bar]:
     """Rows in step order: each step's model call, then its tool calls in the order the model
     asked for them, one row each, so calls that ran at the same time overlap on separate rows;
-    a gap where the run waited for another process to resume it comes before that step."""
+    the wait for a person's decisions comes between a step's model call and its tool calls; a
+    gap where the run waited for another process to resume it comes before that step."""
     origin = run.started_at
+    tool_calls = list(tool_calls)
     rows = [model_bar(call, origin) for call in model_calls]
     rows += [bar for call in tool_calls if (bar := tool_bar(call, origin)) is not None]
+    rows += wait_bars(tool_calls, origin)
     rows += gap_bars(sorted(leases, key=lambda lease: lease.acquired_at), rows, origin)
-    order = {"gap": 0, "model": 1, "tool": 2}
+    order = {"gap": 0, "model": 1, "wait": 2, "tool": 3}
     return sorted(rows, key=lambda bar: (bar.step, order[bar.kind], bar.position))
 
 
@@ -194,6 +228,10 @@ def summary(run: Run, rows: Sequence[Bar], span: float) -> str:
         f"{tools} tool call{'s' * (tools != 1)}"
     )
     text += f" ({failed} failed)" if failed else ""
+    waits = [bar for bar in rows if bar.kind == "wait"]
+    if waits:
+        seconds = sum(bar.end - bar.start for bar in waits) / 1000
+        text += f", waited {approval_record.span(seconds)} for approval"
     return text + (f", resumed {gaps} time{'s' * (gaps != 1)}" if gaps else "")
 
 
@@ -287,7 +325,7 @@ def _row(
     above: Bar | None,
 ) -> SafeString:
     """One row: the label and the duration, the bar with its title, the first-token tick."""
-    tall = {"model": 12, "tool": 9}.get(bar.kind, 6)
+    tall = {"model": 12, "tool": 9, "wait": 9}.get(bar.kind, 6)
     middle = top + layout.row - 4 - tall / 2 if layout.narrow else top + layout.row / 2
     width = max((bar.end - bar.start) * scale, MIN_BAR)
     label_classes = f"wf-label wf-label-{bar.kind}" + (" wf-label-failed" if bar.failed else "")
@@ -307,7 +345,7 @@ def _row(
                 PAD + indent,
                 top + 13,
                 fit(bar.label, layout.label_chars - indent // 6),
-                took(bar.end - bar.start),
+                bar.shown or took(bar.end - bar.start),
             )
         )
     else:
@@ -321,7 +359,7 @@ def _row(
                 fit(bar.label, layout.label_chars),
                 layout.gutter - 4,
                 f"{middle + 4:.1f}",
-                took(bar.end - bar.start),
+                bar.shown or took(bar.end - bar.start),
             )
         )
     parts.append(

@@ -1,4 +1,5 @@
-"""The waterfall of a run: geometry, the first-token tick, escaping, the empty run."""
+"""The waterfall of a run: geometry, the first-token tick, escaping, the empty run, the wait for
+a person's approval."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from chat import waterfall
-from chat.models import ModelCall, Run, ToolCall
+from chat.models import ModelCall, Run, RunLease, ToolCall
 
 T0 = datetime(2025, 3, 1, 10, 30, tzinfo=UTC)
 SVG = "{http://www.w3.org/2000/svg}"
@@ -175,3 +177,74 @@ def test_the_narrow_layout_puts_each_label_above_its_bar_across_the_whole_width(
     axis = waterfall.NARROW.width - 2 * waterfall.PAD  # no label column: the axis is all of it
     assert float(slow.attrib["width"]) == pytest.approx(axis * 700 / 1420, abs=0.2)
     assert "".join(labels[1].itertext()) == "Slow lookup · 700 ms"
+
+
+# A run that waited for a person: the wait is a bar of its own.
+
+
+def waited_run(
+    *, decided: bool = True
+) -> tuple[Run, list[ModelCall], list[ToolCall], list[RunLease]]:
+    """Step 1 asks for a note and the time; the note waits 3 min for a person, then both run;
+    step 2 answers. The process let the run go while it waited and took it again after."""
+    run = Run(pk=4, started_at=T0, duration=181.0)
+    calls = [model_call(1, 0.4, 0.35, first=0.1), model_call(2, 181.0, 0.3)]
+    note = tool_call(
+        1,
+        0,
+        "handoff_note",
+        180.5,
+        0.2,
+        policy="ask",
+        approval="approved" if decided else "waiting",
+        asked_at=at(0.45),
+        decided_at=at(180.45) if decided else None,
+        decided_by_name="ada",
+    )
+    clock = tool_call(1, 1, "get_current_time", 180.5, 0.01, policy="run")
+    leases = [
+        RunLease(worker="vm:1:a", acquired_at=T0, ended_at=at(0.5), outcome="waiting"),
+        RunLease(worker="vm:1:a", acquired_at=at(180.46), ended_at=at(181), outcome="finished"),
+    ]
+    return run, calls, [note, clock], leases
+
+
+def test_the_wait_for_approval_is_its_own_bar_between_the_question_and_the_decision() -> None:
+    run, calls, tools, leases = waited_run()
+    svg = str(waterfall.svg(run, calls, tools, leases))
+
+    model_one, wait, note, _, model_two = rects(svg)
+    assert wait.attrib["class"] == "wf-bar wf-wait wf-decided"
+    title = wait.find(f"{SVG}title")
+    assert title is not None and title.text == (
+        "Waited 3 min for approval: Handoff note approved by ada at 1 Mar 10:33 after 3 min"
+    )
+    (wait_from, wait_to), (note_from, _) = span(wait), span(note)
+    assert span(model_one)[1] <= wait_from + waterfall.MIN_BAR and wait_to <= note_from + 0.5
+    assert wait_to - wait_from > 0.95 * (span(model_two)[1] - span(model_one)[0])
+    labels = ["".join(t.itertext()) for t in ET.fromstring(svg).iter(f"{SVG}text")]
+    assert "waiting for approval" in labels and "3 min" in labels
+    assert "wf-gap" not in svg  # the process let it go to wait: no resumption to draw
+    label = ET.fromstring(svg).attrib["aria-label"]
+    assert label == "Run of 181.00 s: 2 model calls, 2 tool calls, waited 3 min for approval"
+
+
+def test_a_run_still_waiting_draws_its_wait_up_to_now() -> None:
+    run, calls, tools, leases = waited_run(decided=False)
+    run.started_at = timezone.now() - timedelta(minutes=10)
+    for call in tools:
+        call.asked_at = run.started_at
+    svg = str(waterfall.svg(run, calls[:1], tools[:1], leases[:1]))
+
+    wait = next(r for r in rects(svg) if "wf-wait" in r.attrib["class"])
+    assert wait.attrib["class"] == "wf-bar wf-wait wf-waiting"
+    title = wait.find(f"{SVG}title")
+    assert title is not None and title.text is not None
+    assert title.text.startswith("Waiting for approval for 10 min so far: Handoff note waiting")
+
+
+def test_the_narrow_layout_says_the_wait_above_its_bar() -> None:
+    run, calls, tools, leases = waited_run()
+    root = ET.fromstring(str(waterfall.svg(run, calls, tools, leases, layout=waterfall.NARROW)))
+    labels = ["".join(t.itertext()) for t in root.iter(f"{SVG}text")]
+    assert "waiting for approval · 3 min" in labels

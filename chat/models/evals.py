@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from chat.agent import decisions
+from chat.agent.tools import humanize
 
 from .conversations import Conversation
 from .runs import Run, RunStatus
@@ -251,6 +252,12 @@ class EvalResult(models.Model):
     latency = models.FloatField(null=True, blank=True, help_text="Seconds.")
     prompt_tokens = models.PositiveIntegerField(default=0)
     completion_tokens = models.PositiveIntegerField(default=0)
+    gated_calls = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The model's first-turn calls that would have waited for approval (policy ask) "
+        'or been refused (never) outside the replay: [{"name": ..., "policy": ...}].',
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -274,3 +281,18 @@ class EvalResult(models.Model):
     @property
     def tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
+
+    @property
+    def gated_text(self) -> str:
+        """What approvals would have done to its calls ("would have waited for approval:
+        Handoff note"); empty when no call would have waited or been refused."""
+        parts = []
+        for policy, said in GATED.items():
+            names = [c["name"] for c in self.gated_calls or () if c.get("policy") == policy]
+            if names:
+                parts.append(f"{said}: {', '.join(dict.fromkeys(map(humanize, names)))}")
+        return "; ".join(parts)
+
+
+GATED = {"ask": "would have waited for approval", "never": "would have been refused"}
+"""What a policy would have done to a replayed call, as an evaluation says it."""

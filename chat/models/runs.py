@@ -242,6 +242,11 @@ class ToolCall(models.Model):
     decided_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    decided_by_name = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Of an imported decision whose decider has no account here, their username.",
+    )
     edited_arguments = models.TextField(
         blank=True, help_text="The arguments a person approved in place of the model's."
     )
@@ -268,6 +273,11 @@ class ToolCall(models.Model):
     @property
     def is_waiting(self) -> bool:
         return self.approval == Approval.WAITING
+
+    @property
+    def decider(self) -> str:
+        """Who decided the call, by username; empty when nobody did (it expired)."""
+        return self.decided_by.get_username() if self.decided_by else self.decided_by_name
 
     @property
     def run_arguments(self) -> str:
