@@ -1,4 +1,5 @@
-"""List filters: by purpose, by model, by run status, by provider profile, by agent."""
+"""List filters: by purpose, by model, by run status, by approval, by provider profile, by
+agent."""
 
 from __future__ import annotations
 
@@ -11,7 +12,16 @@ from django.db.models import Exists, OuterRef, QuerySet
 from django.http import HttpRequest
 
 from chat.forms import DEFAULT_PROVIDER_LABEL
-from chat.models import Agent, Conversation, ProviderProfile, Purpose, Run, RunStatus
+from chat.models import (
+    Agent,
+    Approval,
+    Conversation,
+    ProviderProfile,
+    Purpose,
+    Run,
+    RunStatus,
+    ToolCall,
+)
 from chat.models.agents import BUILT_IN_NAME
 from chat.runs.providers import model_expression
 
@@ -75,6 +85,30 @@ class RunStatusFilter(admin.SimpleListFilter):
             return queryset
         runs = Run.objects.filter(conversation=OuterRef("pk"), status=self.value())
         return queryset.filter(Exists(runs))
+
+
+class ApprovalFilter(admin.SimpleListFilter):
+    """Runs that asked a person about a call: any, or by the decision one of its calls got."""
+
+    title = "approval"
+    parameter_name = "approval"
+    ASKED = "asked"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> Sequence[tuple[str, str]]:
+        return [(self.ASKED, "Asked for approval"), *Approval.choices]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if not value:
+            return queryset
+        calls = ToolCall.objects.filter(run=OuterRef("pk"))
+        if value == self.ASKED:
+            calls = calls.filter(asked_at__isnull=False)
+        elif value in Approval.values:
+            calls = calls.filter(approval=value)
+        else:
+            return queryset.none()
+        return queryset.filter(Exists(calls))
 
 
 class ProviderFilter(admin.SimpleListFilter):

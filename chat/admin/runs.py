@@ -11,7 +11,7 @@ from django.urls import URLPattern, path
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from chat import media
+from chat import approval_record, media
 from chat.agent import mcp_content
 from chat.agent.redaction import redact
 from chat.models import ModelCall, Run, RunLease, ToolCall
@@ -19,7 +19,8 @@ from chat.runs.providers import known_keys
 from chat.templatetags.chat_tags import folded, pretty, pretty_json
 
 from .annotations import AnnotationInline
-from .base import ReadOnlyInline, RecordAdmin, RunRecordAdmin, json_block, pill
+from .base import ReadOnlyInline, RecordAdmin, RunRecordAdmin, admin_link, json_block, pill
+from .filters import ApprovalFilter
 
 
 class ModelCallInline(ReadOnlyInline):
@@ -62,7 +63,7 @@ class RunAdmin(RecordAdmin):
         "duration",
         "started_at",
     )
-    list_filter = ("status", "model", "started_at")
+    list_filter = ("status", ApprovalFilter, "model", "started_at")
     search_fields = ("conversation__title", "model", "error", "worker")
     list_select_related = ("conversation",)
     inlines = (ModelCallInline, RunLeaseInline, AnnotationInline)
@@ -82,6 +83,7 @@ class RunAdmin(RecordAdmin):
         "heartbeat_at",
         "lease_expires_at",
         "resumes",
+        "waiting_until",
         "started_at",
         "finished_at",
     )
@@ -162,12 +164,13 @@ class ToolCallAdmin(RunRecordAdmin):
         "run",
         "conversation",
         "step",
+        "approval",
         "duration",
         "started_at",
     )
     list_display_links = ("name",)
-    list_filter = ("status", "server", "name", "started_at")
-    search_fields = ("name", "call_id", "server")
+    list_filter = ("status", "approval", "policy", "server", "name", "started_at")
+    search_fields = ("name", "call_id", "server", "decision_reason")
     list_select_related = ("run__conversation",)
     fields = (
         "tool",
@@ -187,6 +190,14 @@ class ToolCallAdmin(RunRecordAdmin):
         "started_at",
         "finished_at",
         "duration",
+        "policy",
+        "decision",
+        "approval",
+        "asked_at",
+        "decided_at",
+        "decider",
+        "edited_arguments_display",
+        "decision_reason",
     )
     readonly_fields = (
         "tool",
@@ -195,11 +206,15 @@ class ToolCallAdmin(RunRecordAdmin):
         "arguments_display",
         "result_display",
         "raw_result_display",
+        "decision",
+        "decider",
+        "edited_arguments_display",
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[ToolCall]:
         queryset: QuerySet[ToolCall] = super().get_queryset(request)
-        return queryset.select_related("message").defer("raw_result")  # loaded on its own page
+        queryset = queryset.select_related("message", "decided_by")
+        return queryset.defer("raw_result")  # loaded on its own page
 
     def get_urls(self) -> list[URLPattern]:
         view = self.admin_site.admin_view(self.media_view)
@@ -217,9 +232,24 @@ class ToolCallAdmin(RunRecordAdmin):
     def tool(self, obj: ToolCall) -> SafeString:
         return pill(obj, link=False)
 
-    @admin.display(description="arguments")
+    @admin.display(description="arguments (the model's)")
     def arguments_display(self, obj: ToolCall) -> SafeString:
         return folded(pretty(obj.arguments))
+
+    @admin.display(description="arguments after an edit (as it ran)")
+    def edited_arguments_display(self, obj: ToolCall) -> SafeString | str:
+        return folded(pretty(obj.edited_arguments)) if obj.edited_arguments else "—"
+
+    @admin.display(description="approval record")
+    def decision(self, obj: ToolCall) -> str:
+        found = approval_record.record(obj)
+        return found.text if found else "— (no policy recorded: an evaluation's replay)"
+
+    @admin.display(description="decided by", ordering="decided_by")
+    def decider(self, obj: ToolCall) -> SafeString | str:
+        if obj.decided_by is not None:
+            return admin_link(obj.decided_by, obj.decider)
+        return obj.decided_by_name or "—"
 
     @admin.display(description="MCP server", ordering="server")
     def server_display(self, obj: ToolCall) -> str:

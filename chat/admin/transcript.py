@@ -126,6 +126,7 @@ def transcript(conversation: Conversation) -> Transcript:
     )
     logs = list(
         ToolCall.objects.filter(run__conversation=conversation)
+        .select_related("decided_by")
         .defer("raw_result")  # megabytes of media; a call's own page shows it
         .order_by("step", "position", "id")
     )
