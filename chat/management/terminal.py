@@ -191,6 +191,9 @@ def run_summary(run: Run) -> dict[str, Any]:
                 "name": call.name,
                 "arguments": call.arguments,
                 "status": call.status,
+                "approval": call.approval or None,
+                "edited_arguments": call.edited_arguments or None,
+                "decision_reason": call.decision_reason or None,
                 "result": call.result,
                 "error": call.error or None,
             }
@@ -310,17 +313,25 @@ def run_to_end(
             # servers) end with this event loop. A command is one process: its hub is ours.
             await mcp.hub.close()
 
-    clients = logging.getLogger("chat.agent.clients")
-    progress = RetryProgress(printer.stderr) if printer is not None else None
-    if progress is not None:
-        clients.addFilter(progress)
-    try:
+    with retry_progress(printer):
         run = asyncio.run(go())
-    finally:
-        if progress is not None:
-            clients.removeFilter(progress)
     run.refresh_from_db()
     return run
+
+
+@contextmanager
+def retry_progress(printer: RunPrinter | None) -> Iterator[None]:
+    """While a streamed run executes, the client's retries as progress lines (RetryProgress)."""
+    if printer is None:
+        yield
+        return
+    clients = logging.getLogger("chat.agent.clients")
+    progress = RetryProgress(printer.stderr)
+    clients.addFilter(progress)
+    try:
+        yield
+    finally:
+        clients.removeFilter(progress)
 
 
 def finish(run: Run, *, label: str, stdout: OutputWrapper, as_json: bool) -> None:
@@ -328,5 +339,10 @@ def finish(run: Run, *, label: str, stdout: OutputWrapper, as_json: bool) -> Non
     with the run's error when it did not complete, so the exit status is 1."""
     if not as_json:
         stdout.write(footer(run, label))
+    if run.status == "requires_action":
+        raise CommandError(
+            f"Run {run.pk} waits for a decision on its tool calls: approve or deny them in the "
+            f"web, or with manage.py runs decide {run.pk} --approve | --deny."
+        )
     if run.status != "completed":
         raise CommandError(run.error or f"The run ended {run.status}.")

@@ -17,7 +17,7 @@ import asyncio
 import contextvars
 import json
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 from channels.db import database_sync_to_async as sync_to_async
@@ -26,6 +26,7 @@ from django.db import DatabaseError, transaction
 
 from chat import agent, transcripts
 from chat.agent.approvals import denial
+from chat.agent.clients import ChatClient
 from chat.agent.events import ToolResult
 from chat.agent.runtime import Resume
 from chat.models import (
@@ -42,7 +43,7 @@ from chat.resumed import ResumedPublisher
 
 from . import approvals, leases, liveness
 from .exceptions import RunRefused
-from .lifecycle import execute_run
+from .lifecycle import Listener, execute_run
 from .providers import build_client, endpoint, profile_for_run
 from .recorder import Recorder
 from .tasks import RUNS, WORKER_ID, stopping
@@ -137,7 +138,7 @@ def resumption(run: Run) -> Resumption:
         round_message = rows[-1]  # its round of tool calls did not finish
         step = run.steps
         calls = list(ToolCall.objects.filter(run=run, message=round_message).order_by("position"))
-    parameters = agent.AgentParameters.model_validate(run.parameters)
+    parameters = agent.AgentParameters.from_stored(run.parameters)  # its MCP tools too
     request = agent.DebugRunRequest.model_validate(
         {
             "parameters": parameters,
@@ -156,9 +157,11 @@ def give_up(run: Run) -> None:
         leases.close_lease(run.pk, LeaseEnd.FINISHED)
 
 
-async def resume_run(run: Run) -> asyncio.Task[Run] | None:
+async def resume_run(
+    run: Run, *, client: ChatClient | None = None, listeners: Sequence[Listener] = ()
+) -> asyncio.Task[Run] | None:
     """Resume a run this process has just claimed, as a task of its own; None when it was
-    resumed too often (then it fails)."""
+    resumed too often (then it fails). `client` and `listeners` as for `execute_resumed`."""
     if run.resumes > settings.AGENTLAB_MAX_RESUMES:
         await sync_to_async(give_up)(run)
         RUNS.starting.discard(run.pk)
@@ -170,19 +173,27 @@ async def resume_run(run: Run) -> asyncio.Task[Run] | None:
         await sync_to_async(leases.release)(run.pk)
         return None
     # A fresh context, as for any run; not a background task: a stopping process pauses it.
-    task = asyncio.create_task(execute_resumed(point), context=contextvars.Context())
+    task = asyncio.create_task(
+        execute_resumed(point, client=client, listeners=listeners), context=contextvars.Context()
+    )
     RUNS.register(run.pk, task)
     logger.warning("run %s of conversation %s resumed here", run.pk, run.conversation_id)
     return task
 
 
-async def execute_resumed(point: Resumption) -> Run:
+async def execute_resumed(
+    point: Resumption, *, client: ChatClient | None = None, listeners: Sequence[Listener] = ()
+) -> Run:
     """Go on with a run this process claimed (see `resume`): its conversation's endpoint, a
-    publisher whose first frame shows the conversation as stored, the reply going on."""
+    publisher whose first frame shows the conversation as stored, the reply going on.
+
+    A terminal that decided the run's calls follows it here: its `client` (the endpoint it
+    started the run on) and its `listeners` (what prints the reply)."""
     run = point.run
     try:
-        target = endpoint(await profile_for_run(run.conversation, run.created_by))
-        client = build_client(target)
+        if client is None:
+            target = endpoint(await profile_for_run(run.conversation, run.created_by))
+            client = build_client(target)
     except RunRefused as exc:
         recorder = Recorder(run)
         await sync_to_async(recorder.resume_from)(point)
@@ -194,7 +205,7 @@ async def execute_resumed(point: Resumption) -> Run:
         run,
         point.request,
         client,
-        listeners=[publisher],
+        listeners=[*listeners, publisher],
         publisher=publisher,
         next_index=point.next_index,
         resumption=point,
@@ -221,7 +232,8 @@ async def expire_waiting() -> list[asyncio.Task[Run]]:
     """Deny the calls of runs that waited past AGENTLAB_APPROVAL_TIMEOUT, and resume them
     (the model reads why)."""
     started = []
-    for row in await sync_to_async(list)(approvals.due()):
+    due: list[Run] = await sync_to_async(lambda: list(approvals.due()))()
+    for row in due:
         if stopping.is_set():
             break
         decided = await sync_to_async(approvals.expire)(row)
@@ -232,11 +244,18 @@ async def expire_waiting() -> list[asyncio.Task[Run]]:
     return started
 
 
-async def claim_and_resume(row: Run) -> asyncio.Task[Run] | None:
-    if not await sync_to_async(leases.claim)(row):
-        return None
-    run = await Run.objects.select_related("conversation", "created_by").aget(pk=row.pk)
-    return await resume_run(run)
+async def claim_and_resume(
+    row: Run, *, client: ChatClient | None = None, listeners: Sequence[Listener] = ()
+) -> asyncio.Task[Run] | None:
+    """Claim a run no process holds and resume it here; None when another process claimed
+    it first (or it was resumed too often). `client` and `listeners` as for `execute_resumed`."""
+    task = None
+    if await sync_to_async(leases.claim)(row):
+        run = await Run.objects.select_related("conversation", "created_by").aget(pk=row.pk)
+        task = await resume_run(run, client=client, listeners=listeners)
+    if task is None and client is not None:
+        await client.aclose()
+    return task
 
 
 async def sweep_forever(*sweeps: Callable[[], Awaitable[object]]) -> None:

@@ -29,7 +29,12 @@ def chat(*args: str) -> tuple[str, str]:
 
 
 def test_scripted_turn_streams_tools_and_usage() -> None:
-    out, _ = chat("What time is it in Europe/Paris? Leave a handoff note too.", "--all-tools")
+    out, _ = chat(
+        "What time is it in Europe/Paris? Leave a handoff note too.",
+        "--all-tools",
+        "--approve",
+        "handoff_note",
+    )
 
     assert "→ Get current time" in out and "→ Handoff note" in out
     assert "✓ Get current time" in out and "Europe/Paris" in out

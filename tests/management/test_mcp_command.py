@@ -286,9 +286,10 @@ def test_chat_calls_an_mcp_tool_through_a_strict_provider(
         text_turn("Deploys run from main."),
     )
     base = ["--base-url", fake_openai.base_url, "--model", "m-1"]
+    tool = "docs__search_docs"  # it does not say it only reads: it asks first
 
     result = json.loads(
-        chat("How do deploys work?", "--tool", "docs__search_docs", *base, "--json")
+        chat("How do deploys work?", "--tool", tool, "--approve", tool, *base, "--json")
     )
 
     assert result["status"] == "completed" and result["text"] == "Deploys run from main."

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import asdict
 from typing import Any
 
@@ -11,6 +12,7 @@ from pydantic import ValidationError
 
 from chat import access, agent, agents, runs
 from chat.agent.contracts import validation_text
+from chat.management import approvals
 from chat.management.terminal import (
     RunPrinter,
     finish,
@@ -19,7 +21,7 @@ from chat.management.terminal import (
     unsent_key_note,
     user_named,
 )
-from chat.models import Conversation
+from chat.models import Conversation, Run, RunStatus
 from chat.runs import mcp
 from chat.transcripts import versions
 
@@ -29,7 +31,9 @@ class Command(BaseCommand):
         "Send one message to the agent, stream the reply, and store the conversation. With "
         "--edit N, the message replaces user message N of --conversation as a new version; with "
         "--regenerate, the last user message is sent again for a new version of its reply. "
-        "With --agent, a new conversation starts from that agent version's settings."
+        "With --agent, a new conversation starts from that agent version's settings. A tool "
+        "call that waits for approval is asked for at the terminal (without one: denied, unless "
+        "--approve TOOL or --approve-all allows it), and the run goes on here."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -83,6 +87,18 @@ class Command(BaseCommand):
         parser.add_argument("--max-event-loops", type=int, help="Model turns per run (1-50).")
         parser.add_argument("--temperature", type=float, help="Sampling temperature (0-2).")
         parser.add_argument(
+            "--approve",
+            action="append",
+            default=[],
+            metavar="TOOL",
+            help="Approve the calls of this tool (repeat; its name as the model sees it) without "
+            "asking. Other calls that wait for approval are asked for at a terminal, and denied "
+            "without one.",
+        )
+        parser.add_argument(
+            "--approve-all", action="store_true", help="Approve every call without asking."
+        )
+        parser.add_argument(
             "--json", action="store_true", help="Print one JSON object instead of streaming."
         )
 
@@ -106,14 +122,33 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if note := unsent_key_note(options["base_url"], given=bool(options["api_key"])):
             self.stderr.write(note)
+        printer = None if options["json"] else RunPrinter(self.stdout, self.stderr)
         run = run_to_end(
             conversation=conversation,
             user=conversation.owner,
             content=options["message"],
             client=client,
-            printer=None if options["json"] else RunPrinter(self.stdout, self.stderr),
+            printer=printer,
             version_from=version_from,
         )
+        approver = approvals.Approver(
+            user=conversation.owner,
+            # Questions on stderr with --json: stdout stays one JSON object.
+            out=self.stderr if options["json"] else self.stdout,
+            approved=options["approve"],
+            everything=options["approve_all"],
+            interactive=sys.stdin.isatty(),
+        )
+        while run.status == RunStatus.REQUIRES_ACTION and self._decided(approver, run):
+            resumed = approvals.resume_here(
+                run, client=runs.build_client(target, api_key=options["api_key"]), printer=printer
+            )
+            if resumed is None:
+                raise CommandError(
+                    f"Run {run.pk} was resumed by a server process: follow it in the web."
+                )
+            run = resumed
+        run.refresh_from_db()
         point = None if version_from is None else versions.points(conversation).get(version_from)
         if options["json"]:
             summary = {**run_summary(run), "version": asdict(point) if point else None}
@@ -127,6 +162,15 @@ class Command(BaseCommand):
         elif point is not None:
             self.stdout.write(f"version {point.number} of {point.total} from message {point.index}")
         finish(run, label=client.label, stdout=self.stdout, as_json=options["json"])
+
+    def _decided(self, approver: approvals.Approver, run: Run) -> bool:
+        """Whether the run goes on once its waiting calls are decided; Ctrl-C leaves the
+        undecided ones waiting (the command's last line says how to decide them)."""
+        try:
+            return approver.decide(run)
+        except KeyboardInterrupt:
+            self.stdout.write("")
+            return False
 
     def _conversation(self, options: dict[str, Any]) -> tuple[Conversation, agent.AgentParameters]:
         """The conversation to continue, or a new one (not saved yet), and its settings."""
