@@ -20,8 +20,9 @@ from django_htmx.middleware import HtmxDetails
 from chat import access, agent, agents, inspector, media, picker, runs
 from chat.access import Action
 from chat.agents import views as agent_views
-from chat.forms import AgentSettings, ToolForkForm
+from chat.forms import ToolForkForm
 from chat.models import Conversation, Message, ToolCall
+from chat.settings_panel import AgentSettings
 from chat.templatetags.chat_tags import pretty
 from chat.transcripts import forks
 from chat.turns import conversation_turns
@@ -121,7 +122,7 @@ def conversation_settings(request: AuthenticatedRequest, pk: int) -> HttpRespons
     data = request.POST if request.method == "POST" else None
     panel = AgentSettings(conversation, data, user=request.user)
     saved = False
-    if request.method == "POST" and not panel.rows and panel.is_valid():  # Add, Remove: no save
+    if request.method == "POST" and not panel.editing and panel.is_valid():  # Add…: no save
         panel.save()
         saved = True
         if not request.htmx:
@@ -135,7 +136,7 @@ def conversation_settings(request: AuthenticatedRequest, pk: int) -> HttpRespons
             "panel": panel,
             "saved": saved,
         },
-        status=422 if request.method == "POST" and not saved and not panel.rows else 200,
+        status=422 if request.method == "POST" and not saved and not panel.editing else 200,
     )
 
 
