@@ -16,11 +16,10 @@ from chat import agent
 from chat.agent.contracts import MAX_EVENT_LOOPS, error_text
 from chat.agent.messages import ROLES
 from chat.agent.redaction import looks_secret
-from chat.formsets import row_edit
 from chat.models import Conversation, ProviderProfile
 from chat.runs import mcp
 from chat.runs.providers import KeyStatus, endpoint, key_status, key_variable_problem
-from chat.tool_choices import ToolGroup, flat, tool_choices
+from chat.tool_choices import ToolGroup, flat
 from chat.transcripts.forks import MAX_TOOL_RESULT_CHARS
 
 DEFAULT_PROVIDER_LABEL = "Server default"
@@ -287,84 +286,6 @@ class ConversationSettings:
         self.conversation.set_agent_parameters(self.parameters)
         self.conversation.profile = self.form.cleaned_data.get("profile")
         self.conversation.save(update_fields=["parameters", "profile", "updated_at"])
-
-
-class AgentSettings(ConversationSettings):
-    """The settings panel: one form and two formsets, validated together as AgentParameters."""
-
-    form: AgentSettingsForm
-
-    def __init__(self, conversation: Conversation, data: Any = None, *, user: Any) -> None:
-        super().__init__(conversation)
-        # Add and Remove post the panel as it stands and get it back with one row more or less.
-        self.rows = row_edit(data, MAX_ROWS)
-        data = self.rows.data if self.rows else data
-        current = self.current
-        self.tool_groups = tool_choices(current.enabled_tools)
-        self.form = AgentSettingsForm(
-            data,
-            user=user,
-            profile=conversation.profile,
-            tools=self.tool_groups,
-            initial={
-                "model": current.model or "",
-                "temperature": current.temperature,
-                "top_p": current.top_p,
-                "max_tokens": current.max_tokens,
-                # The server default shows as the placeholder, not as a value of this panel.
-                "max_event_loops": (
-                    None
-                    if current.max_event_loops == DEFAULT_EVENT_LOOPS
-                    else current.max_event_loops
-                ),
-                "enabled_tools": list(current.enabled_tools),
-                "profile": conversation.profile_id,
-            },
-            prefix="agent",
-        )
-        self.system_prompts = SystemPromptFormSet(
-            data,
-            initial=[{"content": text} for text in current.system_prompts],
-            prefix="system",
-        )
-        self.pre_messages = PreMessageFormSet(
-            data,
-            initial=[{"role": m.role, "content": m.content} for m in current.pre_messages],
-            prefix="pre",
-        )
-        # A blank row to type in when there is none; Add makes more.
-        self.system_prompts.extra = 0 if current.system_prompts else 1
-        self.pre_messages.extra = 0 if current.pre_messages else 1
-        if self.rows and self.rows.added is not None:
-            rows = self.system_prompts if self.rows.prefix == "system" else self.pre_messages
-            first = next(iter(rows.forms[self.rows.added].fields.values()))
-            first.widget.attrs["autofocus"] = True
-
-    def is_valid(self) -> bool:
-        valid = [self.form.is_valid(), self.system_prompts.is_valid(), self.pre_messages.is_valid()]
-        if not all(valid):
-            return False
-        data = self.form.cleaned_data
-        pre_forms = [f for f in self.pre_messages.forms if (f.cleaned_data or {}).get("content")]
-        loops = data["max_event_loops"]
-        candidate = {
-            "model": data["model"] or None,
-            "temperature": data["temperature"],
-            "top_p": data["top_p"],
-            "max_tokens": data["max_tokens"],
-            "max_event_loops": DEFAULT_EVENT_LOOPS if loops is None else loops,
-            "enabled_tools": data["enabled_tools"],
-            "system_prompts": [
-                f.cleaned_data["content"]
-                for f in self.system_prompts.forms
-                if (f.cleaned_data or {}).get("content", "").strip()
-            ],
-            "pre_messages": [
-                {"role": f.cleaned_data["role"], "content": f.cleaned_data["content"]}
-                for f in pre_forms
-            ],
-        }
-        return self._validated(candidate, pre_forms)
 
 
 def _index_in(message: str, loc: tuple[Any, ...]) -> int | None:

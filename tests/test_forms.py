@@ -13,7 +13,6 @@ from django.http import QueryDict
 from chat.forms import (
     DEFAULT_EVENT_LOOPS,
     MAX_ROWS,
-    AgentSettings,
     ProviderProfileForm,
     ToolForkForm,
     base_url_problem,
@@ -22,6 +21,7 @@ from chat.forms import (
 from chat.formsets import row_edit
 from chat.models import ProviderProfile
 from chat.runs.providers import key_variable_problem
+from chat.settings_panel import AgentSettings
 from chat.testing import factories as make
 from chat.transcripts.forks import MAX_TOOL_RESULT_CHARS
 

@@ -12,9 +12,9 @@ from django.urls import reverse
 
 from chat import agent
 from chat.agent import mcp
-from chat.forms import AgentSettings
 from chat.models import Conversation, McpServer
 from chat.runs.mcp import save_tools
+from chat.settings_panel import AgentSettings
 from chat.testing import factories as make
 from chat.tool_choices import NOT_HERE, NOT_LISTED, SERVER_DOWN, ToolGroup, tool_choices
 

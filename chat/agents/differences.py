@@ -1,17 +1,22 @@
 """What differs between two agent versions, or between a version and a conversation's settings
-now, as a value to read: prompts side by side, tools added and removed, parameters changed."""
+now, as a value to read: prompts side by side, tools added and removed, parameters and tool
+policies changed."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from difflib import SequenceMatcher
 from itertools import zip_longest
 from typing import Literal
 
+from chat.agent.approvals import Policy
 from chat.agent.contracts import AgentParameters
 from chat.agent.messages import ChatMessage
 from chat.models import AgentVersion, Configuration, ProviderProfile
 from chat.runs import endpoint
+
+from .policies import policy_changes
 
 Kind = Literal["same", "changed", "removed", "added"]
 
@@ -82,7 +87,8 @@ def _line_kind(left: str | None, right: str | None) -> Kind:
 
 @dataclass(frozen=True)
 class ValueChange:
-    """A setting that changed: the endpoint, the model, a parameter; each side as text."""
+    """A setting that changed: the endpoint, the model, a parameter, a tool's policy (labelled
+    with the tool); each side as text."""
 
     label: str
     before: str
@@ -100,16 +106,20 @@ class Difference:
     tools_removed: tuple[str, ...]
     tools_kept: tuple[str, ...]
     settings: tuple[ValueChange, ...]
+    policies: tuple[ValueChange, ...] = ()
+    """Tools whose policy changed: "Handoff note: ask first → run without asking"."""
 
     @property
     def empty(self) -> bool:
         texts = (*self.system_prompts, *self.pre_messages)
         changed = any(text.changed for text in texts)
-        return not (changed or self.tools_added or self.tools_removed or self.settings)
+        tools = self.tools_added or self.tools_removed
+        return not (changed or tools or self.settings or self.policies)
 
     def summary(self) -> list[str]:
         """One line per change, for a terminal or a note: nothing when nothing differs."""
-        lines = [f"{change.label}: {change.before} → {change.after}" for change in self.settings]
+        changes = (*self.settings, *self.policies)
+        lines = [f"{change.label}: {change.before} → {change.after}" for change in changes]
         texts = (*self.system_prompts, *self.pre_messages)
         lines += [f"{text.label}: {text.kind}" for text in texts if text.changed]
         if self.tools_added:
@@ -120,10 +130,14 @@ class Difference:
 
 
 def difference(
-    before: AgentVersion | Configuration, after: AgentVersion | Configuration
+    before: AgentVersion | Configuration,
+    after: AgentVersion | Configuration,
+    *,
+    defaults: Mapping[str, Policy] | None = None,
 ) -> Difference:
     """What changed from `before` to `after` (versions, or settings such as
-    `Configuration.of(conversation)`)."""
+    `Configuration.of(conversation)`); `defaults`, the tools' default policies when the caller
+    knows them already (a page of many versions asks once)."""
     old, new = _configuration(before), _configuration(after)
     was, now = old.parameters, new.parameters
     return Difference(
@@ -139,6 +153,7 @@ def difference(
         tools_removed=tuple(name for name in was.enabled_tools if name not in now.enabled_tools),
         tools_kept=tuple(name for name in now.enabled_tools if name in was.enabled_tools),
         settings=tuple(_settings(old, new)),
+        policies=tuple(ValueChange(*change) for change in policy_changes(was, now, defaults)),
     )
 
 

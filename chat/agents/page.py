@@ -34,6 +34,7 @@ from chat.models import (
 )
 
 from .differences import Difference, difference
+from .policies import ToolPolicy, known, tool_policies
 
 RECENT_CONVERSATIONS = 3
 """Conversations listed per version (the readable ones, most recently active first)."""
@@ -66,11 +67,12 @@ class Marks:
 @dataclass(frozen=True)
 class VersionRow:
     """A version on its agent's page: what changed from the one before it (None: the first),
-    how many conversations started from it and the latest the viewer may read, the team's
-    marks, and its latest evaluations (of `evaluation_count`)."""
+    its tools and their policies, how many conversations started from it and the latest the
+    viewer may read, the team's marks, and its latest evaluations (of `evaluation_count`)."""
 
     version: AgentVersion
     changes: Difference | None
+    tools: tuple[ToolPolicy, ...] = ()
     conversation_count: int = 0
     conversations: tuple[Conversation, ...] = ()
     marks: Marks = field(default_factory=Marks)
@@ -165,15 +167,18 @@ def suite_saved(agent: Agent) -> str:
 
 
 def version_rows(agent: Agent, versions: list[AgentVersion], user: Any) -> list[VersionRow]:
-    """The versions in order, each with its facts: four queries for all of them."""
+    """The versions in order, each with its facts: six queries at most for all of them."""
     counts = conversation_counts(agent)
     shown = recent_conversations(agent, user)
     marks = marks_by_version(agent)
     evaluations, evaluation_counts = latest_evaluations(agent)
+    parameters = [version.agent_parameters() for version in versions]
+    tools = known(parameters)
     return [
         VersionRow(
             version,
-            difference(versions[n - 1], version) if n else None,
+            difference(versions[n - 1], version, defaults=tools.defaults) if n else None,
+            tools=tool_policies(parameters[n], tools),
             conversation_count=counts.get(version.pk, 0),
             conversations=tuple(shown[version.pk]),
             marks=marks.get(version.pk, Marks()),

@@ -180,14 +180,15 @@ def _setting_lines(configuration: Configuration) -> Iterator[str]:
 
 
 def difference_summary(difference: Difference, before: str, after: str) -> dict[str, Any]:
-    """A difference as --json writes it: settings changed, tools added and removed, and each
-    prompt or pre-message that changed (both texts)."""
+    """A difference as --json writes it: settings and tool policies changed, tools added and
+    removed, and each prompt or pre-message that changed (both texts)."""
     texts = (*difference.system_prompts, *difference.pre_messages)
     return {
         "before": before,
         "after": after,
         "same": difference.empty,
         "settings": [asdict(change) for change in difference.settings],
+        "policies": [asdict(change) for change in difference.policies],
         "tools_added": list(difference.tools_added),
         "tools_removed": list(difference.tools_removed),
         "texts": [
@@ -199,13 +200,14 @@ def difference_summary(difference: Difference, before: str, after: str) -> dict[
 
 
 def difference_lines(difference: Difference, before: str, after: str) -> Iterator[str]:
-    """A difference for a person: settings as `before → after`, tools added and removed, then
-    each changed prompt line by line (`-` before, `+` after, unchanged lines around them)."""
+    """A difference for a person: settings and tool policies as `before → after`, tools added
+    and removed, then each changed prompt line by line (`-` before, `+` after, unchanged lines
+    around them)."""
     yield f"{before} → {after}"
     if difference.empty:
         yield "No differences."
         return
-    for change in difference.settings:
+    for change in (*difference.settings, *difference.policies):
         yield f"{change.label}: {change.before} → {change.after}"
     if difference.tools_added:
         yield f"Tools added: {', '.join(difference.tools_added)}"

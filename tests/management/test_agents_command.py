@@ -237,6 +237,7 @@ def test_diff_json_and_no_difference(support: Conversation) -> None:
         "after": "Support v1",
         "same": True,
         "settings": [],
+        "policies": [],
         "tools_added": [],
         "tools_removed": [],
         "texts": [],
