@@ -95,7 +95,12 @@ class ConversationQuerySet(models.QuerySet["Conversation"]):
         if not full:
             return conversations
         runs = Run.objects.select_related("created_by").prefetch_related(
-            Prefetch("tool_calls", queryset=ToolCall.objects.order_by("step", "position", "id")),
+            Prefetch(
+                "tool_calls",
+                queryset=ToolCall.objects.select_related("decided_by").order_by(
+                    "step", "position", "id"
+                ),
+            ),
             Prefetch("model_calls", queryset=ModelCall.objects.order_by("step", "id")),
         )
         return conversations.prefetch_related(

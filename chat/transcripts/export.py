@@ -177,7 +177,15 @@ def _run_record(run: Run, message_place: dict[int | None, tuple[int | None, int]
     tool_calls = []
     for call in run.tool_calls.all():
         version, index = message_place.get(call.message_id, (None, None))
-        tool_calls.append(_record(ToolCallRecord, call, message=index, message_version=version))
+        tool_calls.append(
+            _record(
+                ToolCallRecord,
+                call,
+                message=index,
+                message_version=version,
+                decided_by=call.decider or None,
+            )
+        )
     return _record(
         RunRecord,
         run,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
@@ -77,7 +78,10 @@ def _import_openai(record: OpenAIRecord, *, user: User) -> tuple[Conversation, l
 
 
 def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation, list[str]]:
-    users = _users({record.owner, *(run.created_by for run in record.runs if run.created_by)})
+    deciders = {c.decided_by for run in record.runs for c in run.tool_calls if c.decided_by}
+    users = _users(
+        {record.owner, *(run.created_by for run in record.runs if run.created_by), *deciders}
+    )
     owner = user or users.get(record.owner)
     if owner is None:
         raise ImportRefused(f"no user named {record.owner!r} (pass --user to choose the owner)")
@@ -92,6 +96,11 @@ def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation
         return users[name]
 
     started_from, warnings = _agent_version(record, owner)
+    if unknown := sorted(deciders - set(users)):
+        warnings.append(
+            f"decisions by {', '.join(unknown)} are kept with the name only: no user of that "
+            "name here"
+        )
     with transaction.atomic():
         conversation = Conversation.objects.create(
             owner=owner,
@@ -138,7 +147,8 @@ def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation
                     if call.message is not None
                     else None
                 ),
-                **call.model_dump(exclude={"message", "message_version"}),
+                **call.model_dump(exclude={"message", "message_version", "decided_by"}),
+                **_decider(call.decided_by, users),
             )
             for row, run in zip(runs, record.runs, strict=True)
             for call in run.tool_calls
@@ -224,6 +234,16 @@ def _broken_paths(conversation: Conversation, *, pending: bool) -> list[str]:
                 "run validate_transcripts --fix"
             )
     return warnings
+
+
+def _decider(name: str | None, users: dict[str, User]) -> dict[str, Any]:
+    """Who decided an imported call: the user of that name here (not whoever imports it: a
+    decision is its decider's), else the name alone."""
+    if name is None:
+        return {}
+    if name in users:
+        return {"decided_by": users[name]}
+    return {"decided_by_name": name}
 
 
 def _users(names: Iterable[str]) -> dict[str, User]:

@@ -9,6 +9,8 @@
   message is the message's `index` within `message_version`), so a record holds no database id
   but its own informational `id`, and an import exported again gives the same record. Format
   version 1 had no versions: its messages are all on the active path, and it still imports.
+  A tool call carries its approval: the policy it ran under, the decision (who by username,
+  when, the arguments after an edit, the reason); lines written before approvals have none.
 
 Both read messages with the one reader of the OpenAI shape (`messages`), within the same
 bounds (`limits`).
@@ -23,7 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from chat import agent
 from chat.agent.contracts import validation_text
 from chat.agent.messages import Role
-from chat.models import Purpose, RunStatus, ToolCallStatus, ToolFailure
+from chat.models import Approval, Policy, Purpose, RunStatus, ToolCallStatus, ToolFailure
+from chat.models.runs import ACTIVE
 
 from .limits import (
     PARTS,
@@ -123,6 +126,14 @@ class ToolCallRecord(_Record):
     server: Annotated[str, at_most(40)] = ""
     raw_result: Any = None
     failure: ToolFailure | Literal[""] = ""
+    policy: Policy | Literal[""] = ""
+    approval: Approval | Literal[""] = ""
+    asked_at: Timestamp | None = None
+    decided_at: Timestamp | None = None
+    decided_by: Name | None = None
+    """The decider's username; on import, the user of that name, else kept as the name."""
+    edited_arguments: Text = ""
+    decision_reason: Text = ""
 
 
 class _Measured(_Record):
@@ -155,6 +166,7 @@ class RunRecord(_Measured):
     steps: Count = 0
     worker: Name = ""
     heartbeat_at: Timestamp | None = None
+    waiting_until: Timestamp | None = None
     started_at: Timestamp
     finished_at: Timestamp | None = None
     tool_calls: Annotated[list[ToolCallRecord], ROWS] = []
@@ -227,7 +239,7 @@ class FullRecord(_Record):
                 if wanted != (None, None) and wanted not in known:
                     raise ValueError(f"runs.{position}: tool call {call.call_id!r}: no message")
         if len(self.runs_in_progress()) > 1:
-            raise ValueError("runs: more than one run in progress")
+            raise ValueError("runs: more than one run in progress or waiting for approval")
         return self
 
     def _versions_resolve(self) -> None:
@@ -259,7 +271,8 @@ class FullRecord(_Record):
         return self
 
     def runs_in_progress(self) -> list[RunRecord]:
-        return [run for run in self.runs if run.status == RunStatus.IN_PROGRESS]
+        """Runs not over: in progress, or waiting for approval (one at most, as stored)."""
+        return [run for run in self.runs if run.status in ACTIVE]
 
 
 class OpenAIRecord(BaseModel):
