@@ -14,10 +14,11 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from chat import access, runs
+from chat import access, runs, waiting
 from chat.evals.fragments import PAGES, snapshot
 from chat.fragments import FRAGMENT, broadcast, render, transcript
 from chat.models import Conversation
+from chat.runs import approvals, resume
 from chat.transcripts import versions
 from chat.turns import turn_for_run
 
@@ -94,6 +95,7 @@ class ChatConsumer(FragmentConsumer):
     """One browser tab watching one conversation; a router between frames, runs and the group."""
 
     conversation: Conversation
+    user_group = ""
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -116,7 +118,11 @@ class ChatConsumer(FragmentConsumer):
         )
         self.group = conversation.group_name
         await self.channel_layer.group_add(self.group, self.channel_name)
+        # The sidebar marks of the user's own conversations that wait for them, from any run.
+        self.user_group = waiting.user_group(user.pk)
+        await self.channel_layer.group_add(self.user_group, self.channel_name)
         await self.accept()
+        # A run that waits for a decision streams nothing: the page shows it as it is.
         if await conversation.runs.in_progress().aexists():
             await runs.request_catch_up(conversation.pk, self.channel_name)
         elif live := _live_run(self.scope.get("query_string", b"")):
@@ -126,7 +132,7 @@ class ChatConsumer(FragmentConsumer):
                 turn = await database_sync_to_async(turn_for_run)(run)
                 await self.send(
                     text_data=render("reply", {"turn": turn, "oob": True})
-                    + render("run-state", {"running": False})
+                    + await database_sync_to_async(waiting.run_state)(turn)
                 )
 
     async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
@@ -162,7 +168,9 @@ class ChatConsumer(FragmentConsumer):
         if action == "send":
             await self.send_message(frame.get("message"))
         elif action == "cancel":
-            await runs.request_cancel(self.conversation.pk)
+            await self.cancel()
+        elif action == "decide":
+            await self.decide(frame)
         elif action in ("edit", "regenerate"):
             index = _number(frame.get("index"))
             if index is None:
@@ -175,8 +183,8 @@ class ChatConsumer(FragmentConsumer):
             await self.switch(_number(frame.get("index")), _number(frame.get("version")))
         else:
             await self.notice(
-                f"Unknown action {str(action)[:40]!r}: use send, cancel, edit, regenerate "
-                "or switch."
+                f"Unknown action {str(action)[:40]!r}: use send, cancel, edit, regenerate, "
+                "switch or decide."
             )
 
     async def send_message(self, message: Any, *, version_from: int | None = None) -> None:
@@ -197,6 +205,57 @@ class ChatConsumer(FragmentConsumer):
         except runs.RunRefused as exc:
             await self.notice(str(exc))
 
+    async def cancel(self) -> None:
+        """Stop: the run that waits here for a decision ends at once; one in progress is asked
+        to stop, in whichever process executes it."""
+        try:
+            stopped = await database_sync_to_async(approvals.stop)(
+                self.scope["user"], self.conversation
+            )
+        except approvals.DecisionRefused as exc:
+            await self.notice(str(exc))
+            return
+        if stopped is None:
+            await runs.request_cancel(self.conversation.pk)
+            return
+        await broadcast(self.group, await database_sync_to_async(waiting.stopped)(stopped))
+        await waiting.tell_owner(self.conversation, False)
+
+    async def decide(self, frame: dict[str, Any]) -> None:
+        """A decision on a waiting tool call (or, without `call`, on all of them). Every tab
+        shows the outcome; once none waits, the run goes on here (another process's sweeper
+        would take it otherwise). A refused decision is told to this socket alone."""
+        run, call = _number(frame.get("run")), frame.get("call")
+        called = None if call in (None, "") else _number(call)
+        verdict, arguments, reason = (frame.get(k) for k in ("verdict", "arguments", "reason"))
+        if run is None or (call not in (None, "") and called is None):
+            await self.notice("A decide frame needs the run (and the call, if one) by number.")
+            return
+        if not isinstance(verdict, str) or not isinstance(reason, str | None):
+            await self.notice(f"A decide frame needs a verdict: {', '.join(approvals.VERDICTS)}.")
+            return
+        if not await self.conversation.runs.filter(pk=run).aexists():
+            await self.notice(approvals.NOT_WAITING)
+            return
+        try:
+            decided = await database_sync_to_async(approvals.decide)(
+                self.scope["user"],
+                run,
+                verdict,
+                call=called,
+                arguments=arguments if isinstance(arguments, str) else None,
+                reason=reason or "",
+            )
+        except approvals.DecisionRefused as exc:
+            # Not re-rendered here: an edit that was refused stays in its box, the reason by it.
+            refused = waiting.refused(called, str(exc)) if verdict == "edit" else ""
+            await self.send(text_data=render("notice", {"notice": str(exc)}) + refused)
+            return
+        await broadcast(self.group, await database_sync_to_async(waiting.decided)(decided))
+        if decided.resumable:
+            await waiting.tell_owner(self.conversation, False)
+            await resume.claim_and_resume(decided.run)
+
     async def switch(self, index: int | None, number: int | None) -> None:
         """Show another version; every tab on the conversation follows."""
         if index is None or number is None:
@@ -212,6 +271,11 @@ class ChatConsumer(FragmentConsumer):
         if switched:
             html = await database_sync_to_async(transcript)(self.conversation)
             await broadcast(self.group, html + render("notice", {}))
+
+    async def disconnect(self, code: int) -> None:
+        await super().disconnect(code)
+        if self.user_group:
+            await self.channel_layer.group_discard(self.user_group, self.channel_name)
 
     async def chat_unshared(self, event: dict[str, Any]) -> None:
         """The owner took the conversation back: a reader's socket closes at once."""

@@ -228,6 +228,10 @@ class RunPublisher:
                 )
             else:
                 await self._group_send(html)
+            if self.new_version:  # a run resumed after a decision (or an expiry) waits no more
+                from chat import waiting
+
+                await waiting.tell_owner(self.run.conversation, False)
         except Exception:
             logger.exception("run %s: the first frame was not sent", self.run.pk)
 
@@ -325,6 +329,10 @@ class RunPublisher:
                 )
             case events.RunFinished(status, error):
                 turn = await self._finished_turn()
+                if status == "requires_action":
+                    from chat import waiting  # it renders with this module's partials
+
+                    return await waiting.started(turn)
                 return (
                     render("reply", {"turn": turn, "oob": True})
                     + render("run-state", {"running": False})

@@ -17,7 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from chat import access, agent, agents, inspector, media, picker, runs
+from chat import access, agent, agents, inspector, media, picker, runs, waiting
 from chat.access import Action
 from chat.agents import views as agent_views
 from chat.forms import ToolForkForm
@@ -108,6 +108,7 @@ def conversation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
             "turns": turns,
             "running": any(turn.is_active for turn in turns),
             "live_run": next((t.run.pk for t in turns if t.is_active and t.run), None),
+            "waiting": waiting.waiting_tools(turns),
             "read_only": not access.may(request.user, Action.WRITE, conversation),
             "model_choice": picker.ModelChoice.of(conversation),
             "max_message_chars": settings.AGENTLAB_MAX_MESSAGE_CHARS,

@@ -7,21 +7,25 @@
   // Called after every socket frame: touch the composer only when the run state changed, so a
   // streamed text frame costs no style work here.
   var shownRunning = null;
+  var shownWaiting = null;
   function applyRunState() {
     var state = document.getElementById("run-state");
     var form = composer();
     if (!state || !form) return;
     var running = state.dataset.running === "true";
+    // A run that waits for a decision: Stop ends it; Send stays, and the server says why not.
+    var waiting = !!state.dataset.waiting;
     var box = document.getElementById("message");
-    if (running === shownRunning && box && box.disabled === running) return;
+    if (running === shownRunning && waiting === shownWaiting && box && box.disabled === running) return;
     shownRunning = running;
+    shownWaiting = waiting;
     form.querySelectorAll("textarea, button").forEach(function (el) { el.disabled = running; });
     // Edit, regenerate and switching wait for the run; a version step at an end stays disabled.
     document.querySelectorAll("#transcript [data-idle]").forEach(function (el) {
-      el.disabled = running || el.hasAttribute("data-end");
+      el.disabled = running || waiting || el.hasAttribute("data-end");
     });
     var stop = document.getElementById("stop");
-    if (stop) stop.hidden = !running;
+    if (stop) stop.hidden = !running && !waiting;
     if (!running && box && document.activeElement === document.body) box.focus();
   }
 
@@ -282,6 +286,8 @@
       var target = event.target;
       if (target && target.closest && target.closest(".edit-form, [role=search], .picker")) return;
       var stop = document.getElementById("stop");
+      var state = document.getElementById("run-state");
+      if (state && state.dataset.waiting) return;  // a waiting run ends by Stop alone, not Escape
       if (stop && !stop.hidden && !stop.disabled) { event.preventDefault(); stop.click(); }
       return;
     }

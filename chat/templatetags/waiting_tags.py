@@ -1,0 +1,38 @@
+"""Template tags of tool calls that wait for a person: a reply's waiting calls, and which of the
+reader's conversations wait for them (the sidebar's marks)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django import template
+from django.db.models import QuerySet
+from django.utils.safestring import SafeString
+
+from chat import access, waiting
+from chat.models import Conversation, RunStatus
+from chat.turns import Turn
+
+register = template.Library()
+
+
+@register.filter(name="waiting")
+def waiting_filter(turn: Turn) -> waiting.Waiting | None:
+    """The turn's waiting calls as its reply shows them; None when its run does not wait."""
+    return waiting.waiting(turn)
+
+
+@register.simple_tag(takes_context=True)
+def waiting_conversations(context: template.Context) -> QuerySet[Conversation, Any]:
+    """The ids of the reader's own conversations that wait for their decision: one query, run
+    the first time the sidebar asks."""
+    user = context.get("user")
+    mine = access.conversations(user, access.Action.DECIDE, Conversation.objects.chats())
+    return mine.filter(runs__status=RunStatus.REQUIRES_ACTION).values_list("pk", flat=True)
+
+
+@register.simple_tag
+def waiting_mark(pk: int, waiting_ids: Iterable[int] = ()) -> SafeString:
+    """A conversation's sidebar mark: shown when `pk` is one of `waiting_ids`."""
+    return waiting.mark(pk, pk in waiting_ids)
