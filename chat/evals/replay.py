@@ -25,6 +25,7 @@ from chat.agent.clients import ChatClient
 from chat.agent.contracts import validation_text
 from chat.agent.http import display_url
 from chat.agent.runtime import DebugRuntime
+from chat.evals.gated import gated_calls
 from chat.evals.replayed import replayed, version_parameters
 from chat.models import (
     AgentVersion,
@@ -308,7 +309,10 @@ def _judge(case: Case, eval_run: EvalRun, run: Run, attempt: int) -> EvalResult:
         reason += f"the run ended {run.status}: {run.error}"
     answer = turns[-1].content or "" if eval_run.continue_loop and turns else ""
     judged = ResultVerdict.PASSED if verdict.passed else ResultVerdict.FAILED
-    return _save(case, eval_run, attempt, judged, reason, got=got, answer=answer, run=run)
+    gated = gated_calls(run.parameters or {}, first.tool_calls)
+    return _save(
+        case, eval_run, attempt, judged, reason, got=got, answer=answer, run=run, gated=gated
+    )
 
 
 @transaction.atomic
@@ -322,6 +326,7 @@ def _save(
     got: dict[str, Any] | None = None,
     answer: str = "",
     run: Run | None = None,
+    gated: list[dict[str, str]] | None = None,
 ) -> EvalResult:
     """An attempt's result, with its run's time and usage when it made one, counted on its
     evaluation at once (the progress bars read the counters)."""
@@ -339,6 +344,7 @@ def _save(
         latency=run.duration if run else None,
         prompt_tokens=run.prompt_tokens if run else 0,
         completion_tokens=run.completion_tokens if run else 0,
+        gated_calls=gated or [],
     )
     counter = "passed" if result.passed else "failed"
     EvalRun.objects.filter(pk=eval_run.pk).update(**{counter: F(counter) + 1})

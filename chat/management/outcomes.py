@@ -76,6 +76,12 @@ class Outcome:
         return "; ".join(dict.fromkeys(r.reason for r in self.failures if r.reason))
 
     @property
+    def gated_text(self) -> str:
+        """What approvals would have done to its calls, once per different answer of the
+        attempts: "would have waited for approval: Handoff note"."""
+        return "; ".join(dict.fromkeys(r.gated_text for r in self.attempts if r.gated_text))
+
+    @property
     def failures(self) -> list[EvalResult]:
         return [result for result in self.attempts if not result.passed]
 
@@ -140,6 +146,7 @@ def _case_report(outcome: Outcome) -> dict[str, Any]:
                 "latency": result.latency,
                 "prompt_tokens": result.prompt_tokens,
                 "completion_tokens": result.completion_tokens,
+                "gated_calls": result.gated_calls,
                 "run": result.run_id,
             }
             for result in outcome.attempts

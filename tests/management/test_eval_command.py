@@ -226,7 +226,7 @@ def test_json_shape_and_output_file(
     attempt = second["attempts"][0]
     assert set(attempt) == {
         "attempt", "verdict", "reason", "got", "answer", "latency", "prompt_tokens",
-        "completion_tokens", "run",
+        "completion_tokens", "gated_calls", "run",
     }  # fmt: skip
     assert (attempt["verdict"], attempt["prompt_tokens"], attempt["completion_tokens"]) == (
         "failed",

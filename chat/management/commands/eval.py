@@ -46,7 +46,8 @@ class Command(BaseCommand):
         "Replay evaluation cases (`manage.py cases`) on a model and compare the tool calls it "
         "decides on with each case's expectation. Every attempt is an ordinary run in a "
         "hidden conversation, every request a model call the inspector shows; no tool is "
-        "executed. Prints the rule, a table (one row per case) and a summary; exit status 1 "
+        "executed, nor waits for approval (a call that would have is named under its row). "
+        "Prints the rule, a table (one row per case) and a summary; exit status 1 "
         "when a case did not pass. A case passes when all its attempts pass."
     )
 
@@ -194,6 +195,8 @@ class Command(BaseCommand):
         self.stdout.write(lines[0])
         for line, outcome in zip(lines[1:], outcomes, strict=True):
             self.stdout.write(line)
+            if outcome.gated_text:
+                self.stdout.write(f"    {outcome.gated_text}", style_func=plain)
             for result in outcome.failures:
                 attempt = f"attempt {result.attempt}: " if len(outcome.attempts) > 1 else ""
                 reason = result.reason or f"the attempt ended {result.verdict}"
