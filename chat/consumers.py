@@ -252,8 +252,7 @@ class ChatConsumer(FragmentConsumer):
             await self.send(text_data=render("notice", {"notice": str(exc)}) + refused)
             return
         await broadcast(self.group, await database_sync_to_async(waiting.decided)(decided))
-        if decided.resumable:
-            await waiting.tell_owner(self.conversation, False)
+        if decided.resumable:  # its publisher unmarks the sidebars
             await resume.claim_and_resume(decided.run)
 
     async def switch(self, index: int | None, number: int | None) -> None:

@@ -209,6 +209,8 @@ class RunPublisher:
         await self._frame(event)
 
     async def _frame(self, event: events.RunEvent) -> None:
+        if self._opening is not None:  # rendered from the state before this event changes it
+            await self._opening
         async with self._lock:
             await self._publish(self._drain() + await self._render(event))
 

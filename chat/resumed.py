@@ -24,10 +24,12 @@ class ResumedPublisher(RunPublisher):
         self.draft = draft
         self.state.draft = (draft.content or "") if draft is not None else ""
 
-    async def _render(self, event: events.RunEvent) -> str:
+    async def __call__(self, run: Run, event: events.RunEvent) -> None:
         if isinstance(event, events.RunStarted):
+            # Seeded before the run goes on: a call answered at once (a denial) must not be in
+            # the opening frame as well as in the frame of its own end.
             await database_sync_to_async(self._seed)()
-        return await super()._render(event)
+        await super().__call__(run, event)
 
     def _seed(self) -> None:
         """The live state as if this process had published the run from its start."""

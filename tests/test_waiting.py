@@ -112,8 +112,10 @@ async def test_a_denial_with_a_reason_is_told_to_the_model_and_the_pill_says_den
 
     await ws.send_to(text_data=decide(run, "deny", call, reason="not before Friday"))
 
-    final = (await frames_until(ws, DONE))[-1]
+    frames = await frames_until(ws, DONE)
+    final = frames[-1]
     assert "pill-denied" in final and "· denied" in final
+    assert sum(frame.count("pill-denied") for frame in frames[:-1]) == 1  # live: one pill
     await call.arefresh_from_db()
     assert (call.approval, call.decision_reason, call.failure) == (
         "denied",
