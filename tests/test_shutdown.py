@@ -186,3 +186,55 @@ def test_a_run_that_kills_its_process_every_time_fails_after_max_resumes() -> No
             "Stopped: the run was resumed 1 times and its process stopped each time "
             "(AGENTLAB_MAX_RESUMES is 1).",
         )
+
+
+def test_a_run_waiting_for_approval_survives_a_restart_and_resumes_on_the_next_process(
+    site: Site,
+) -> None:
+    """A run that waits holds no process: the server stops (SIGTERM, no grace needed), another
+    starts, and the owner's decision over the new server's socket resumes and completes it."""
+    session, (conversation,) = site.make_conversations(1, "ada")
+    server = site.daphne().start()
+
+    async def ask() -> None:
+        async with socket_of(server, session, conversation) as ws:
+            await ws.send(json.dumps({"action": "send", "message": "Leave a handoff note: noon"}))
+            async with asyncio.timeout(20):
+                while 'data-waiting="Handoff note"' not in str(await ws.recv()):
+                    pass
+
+    asyncio.run(ask())
+    stopped = time.monotonic()
+    server.stop(signal.SIGTERM)
+    assert time.monotonic() - stopped < 5  # nothing to finish: the run holds no task
+    ((run, status, worker),) = rows(site, "select id, status, worker from chat_run")
+    assert (status, worker) == ("requires_action", "")
+    ((call, approval),) = rows(site, "select id, approval from chat_toolcall")
+    assert approval == "waiting"
+
+    with site.daphne() as restarted:
+        assert [s for s, _, _ in statuses(site)] == ["requires_action"]  # a start resumes none
+
+        async def approve() -> str:
+            frames: list[str] = []
+            async with socket_of(restarted, session, conversation) as ws:
+                await ws.send(
+                    json.dumps({"action": "decide", "run": run, "call": call, "verdict": "approve"})
+                )
+                async with asyncio.timeout(20):
+                    while 'data-running="false"' not in (frame := str(await ws.recv())):
+                        frames.append(frame)
+                frames.append(frame)
+            return "".join(frames)
+
+        final = asyncio.run(approve())
+        assert "pill-completed" in final
+        assert restarted.errors() == []
+    ((status, resumes, worker),) = statuses(site)
+    assert server.process is not None and f":{server.process.pid}:" not in str(worker)
+    assert (status, resumes) == ("completed", 0) and worker  # the new process ran it
+    assert rows(site, "select approval, status from chat_toolcall") == [("approved", "completed")]
+    roles = [r for (r,) in rows(site, "select role from chat_message order by `index`")]
+    assert roles == ["user", "assistant", "tool", "assistant"]
+    leases = rows(site, "select outcome from chat_runlease order by id")
+    assert leases == [("waiting",), ("finished",)]
