@@ -32,9 +32,10 @@ def conversation(owner: User, title: str = "", **parameters: Any) -> Conversatio
     return _saved(owner, title, agent.AgentParameters.model_validate(parameters))
 
 
-def new_conversation(owner: User, title: str = "") -> Conversation:
-    """A conversation as the app starts one: every tool enabled."""
-    return _saved(owner, title, default_parameters())
+def new_conversation(owner: User, title: str = "", **overrides: Any) -> Conversation:
+    """A conversation as the app starts one (every tool enabled), with these parameters
+    changed."""
+    return _saved(owner, title, default_parameters().model_copy(update=overrides))
 
 
 def _saved(owner: User, title: str, parameters: agent.AgentParameters) -> Conversation:

@@ -38,7 +38,7 @@ def scripted_model(monkeypatch: pytest.MonkeyPatch) -> None:
 def parent(user: Any) -> Conversation:
     """0 user, 1 assistant asks call_1, 2 tool, 3 assistant; 4 user, 5 assistant asks call_2 and
     call_3, 6 and 7 tool, 8 assistant."""
-    conversation = make.new_conversation(user, "Times")
+    conversation = make.new_conversation(user, "Times", tool_policies={"handoff_note": "run"})
     make.run_turn(conversation, "what time is it?", ScriptedChatClient())
     make.run_turn(conversation, "the time and a handoff note please", ScriptedChatClient())
     return conversation
