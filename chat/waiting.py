@@ -46,8 +46,7 @@ def user_group(user_id: int) -> str:
 
 def source(call: ToolCall) -> str:
     """Where a tool lives, as the card says it: built in, or its MCP server."""
-    server = call.server or (call.name.split("__", 1)[0] if "__" in call.name else "")
-    return f"MCP server {server}" if server else "built-in tool"
+    return f"MCP server {call.server}" if call.server else "built-in tool"
 
 
 @dataclass

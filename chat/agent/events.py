@@ -166,6 +166,8 @@ class ApprovalRequested:
 
     tool_calls: tuple[ToolCall, ...]
     step: int = 0
+    sources: tuple[str, ...] = ()
+    """Where each waiting call's tool lives: its MCP server, "" when built in."""
 
 
 @dataclass(frozen=True, slots=True)

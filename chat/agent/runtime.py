@@ -223,7 +223,8 @@ class DebugRuntime:
                     if call.id in known:
                         yield ToolCallFinished(known[call.id], step)
                 self.waiting = waiting
-                yield ApprovalRequested(waiting, step)
+                sources = tuple(self.registry.source_of(call.name) for call in waiting)
+                yield ApprovalRequested(waiting, step, sources)
                 return
         to_run = [call for call in calls if call.id not in known]
         for call in to_run:

@@ -196,6 +196,12 @@ class ToolRegistry:
     def definitions(self, names: Iterable[str]) -> list[ToolDefinition]:
         return [self._tools[name].definition for name in self.offered(names)]
 
+    def source_of(self, name: str) -> str:
+        """Where the tool `name` lives: its MCP server, "" when built in or not here."""
+        tool = self._tools.get(name)
+        withheld = self._withheld.get(name)
+        return tool.source if tool is not None else withheld.source if withheld else ""
+
     def sources(self, names: Iterable[str]) -> list[str]:
         """Of `names`, the source of each tool offered ("" for a built-in one)."""
         return [self._tools[name].source for name in self.offered(names)]
@@ -232,9 +238,7 @@ class EventAgent:
     ) -> ToolResult:
         """Run one call; `progress` hears what its handler reports (`report_progress`)."""
         started = time.monotonic()
-        tool = self.registry.get(call.name)
-        withheld = self.registry.withheld(call.name)
-        source = tool.source if tool is not None else withheld.source if withheld else ""
+        source = self.registry.source_of(call.name)
         policy = self.policy(call) if self.policies is not None else ""
         try:
             with reporting(call.id, progress):

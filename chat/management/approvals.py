@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -18,7 +18,7 @@ from django.utils import timezone
 from chat import agent
 from chat.agent.clients import ChatClient
 from chat.management.terminal import RunPrinter, fold, plain, plural, retry_progress
-from chat.models import McpTool, Run, ToolCall
+from chat.models import Run, ToolCall
 from chat.runs import approvals, mcp, resume
 from chat.templatetags.chat_tags import pretty
 
@@ -42,21 +42,12 @@ DONE = {
 }
 
 
-def servers(names: Iterable[str]) -> dict[str, str]:
-    """The MCP server each of these tools lives on, as this server last listed them ("" for a
-    built-in tool, or one it does not know)."""
-    rows = McpTool.objects.filter(exposed_name__in=set(names)).select_related("server")
-    found = {row.exposed_name: row.server.name for row in rows}
-    return {name: found.get(name, "") for name in names}
-
-
 def waiting_runs() -> list[dict[str, Any]]:
     """Every run that waits for a decision, oldest first, with its waiting calls (JSON-ready)."""
     rows = list(
         Run.objects.waiting().select_related("conversation__owner").order_by("waiting_until", "pk")
     )
     calls = approvals.waiting_calls(rows)
-    where = servers({call.name for found in calls.values() for call in found})
     listed = []
     for run in rows:
         asked = [call.asked_at for call in calls[run.pk] if call.asked_at is not None]
@@ -72,7 +63,7 @@ def waiting_runs() -> list[dict[str, Any]]:
                         "id": call.call_id,
                         "pk": call.pk,
                         "name": call.name,
-                        "server": where[call.name] or None,
+                        "server": call.server or None,
                         "arguments": call.arguments,
                     }
                     for call in calls[run.pk]
@@ -177,16 +168,15 @@ class Approver:
         """Decide each waiting call of `run`; True once the run goes on."""
         goes_on = False
         calls = approvals.waiting_calls([run])[run.pk]
-        where = servers({call.name for call in calls})
         for call in calls:
             call.refresh_from_db()
             if not call.is_waiting:  # always allowed with an earlier call of its tool
                 continue
-            goes_on = self._one(run, call, where[call.name]) or goes_on
+            goes_on = self._one(run, call) or goes_on
         return goes_on
 
-    def _one(self, run: Run, call: ToolCall, server: str) -> bool:
-        label = f"{agent.humanize(call.name)} ({call.name} · {server or 'built-in'})"
+    def _one(self, run: Run, call: ToolCall) -> bool:
+        label = f"{agent.humanize(call.name)} ({call.name} · {call.server or 'built-in'})"
         if self.everything or call.name in self.approved:
             flag = "--approve-all" if self.everything else f"--approve {call.name}"
             return self._take(run, call, "approve", note=f"{label}: approved by {flag}")

@@ -14,7 +14,7 @@ line for the person, having changed nothing.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ from chat.agent.tools import ToolError, parse_arguments
 from chat.models import Approval, Conversation, McpTool, Message, Run, RunStatus, ToolCall
 
 from . import liveness
+from .steps import fit
 
 VERDICTS = {
     "approve": Approval.APPROVED,
@@ -204,16 +205,25 @@ def decide(
 
 @transaction.atomic
 def ask(
-    run: Run, message: Message | None, waiting: set[str], finished: Collection[str]
+    run: Run, message: Message | None, waiting: Mapping[str, str], finished: Collection[str]
 ) -> dict[str, dict[str, Any]]:
-    """A round of `message`'s calls waits for a person: the `waiting` calls marked so, and
-    none of its calls but the `finished` counted as started (once decided, the resumer runs
-    them knowing they never ran). The fields written, by call id."""
-    asked = {"approval": Approval.WAITING, "asked_at": timezone.now(), "policy": "ask"}
+    """A round of `message`'s calls waits for a person: the `waiting` calls (call id → the MCP
+    server of its tool, "" built in) marked so, and none of its calls but the `finished`
+    counted as started (once decided, the resumer runs them knowing they never ran). The
+    fields written, by call id."""
+    now = timezone.now()
     rows = ToolCall.objects.filter(run=run, message=message)
     rows.exclude(call_id__in=list(finished)).update(started_at=None)
-    rows.filter(call_id__in=waiting).update(**asked)
-    return {call_id: asked for call_id in waiting}
+    asked = {}
+    for call_id, server in waiting.items():
+        asked[call_id] = {
+            "approval": Approval.WAITING,
+            "asked_at": now,
+            "policy": "ask",
+            "server": fit(ToolCall, "server", server),
+        }
+        rows.filter(call_id=call_id).update(**asked[call_id])
+    return asked
 
 
 def expire(run: Run) -> Decided | None:

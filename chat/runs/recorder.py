@@ -135,8 +135,8 @@ class Recorder:
             case events.ToolCallFinished(result) if step:
                 step.results[result.tool_call.id] = result
                 await sync_to_async(self._save_tool_result)(step, result)
-            case events.ApprovalRequested(calls) if step:
-                await sync_to_async(self._ask)(step, calls)
+            case events.ApprovalRequested(calls, _, sources) if step:
+                await sync_to_async(self._ask)(step, calls, sources)
             case events.RunFinished(RunStatus.REQUIRES_ACTION, _, steps):
                 await sync_to_async(self._wait)(steps)
             case events.RunFinished(status, error, steps):
@@ -277,8 +277,9 @@ class Recorder:
         message_id = step.message.pk if step.message is not None else None
         return [row for row in self.tool_calls if row.message_id == message_id]
 
-    def _ask(self, step: Step, calls: tuple[agent.ToolCall, ...]) -> None:
-        asked = approvals.ask(self.run, step.message, {call.id for call in calls}, step.results)
+    def _ask(self, step: Step, calls: tuple[agent.ToolCall, ...], sources: tuple[str, ...]) -> None:
+        servers = {call.id: source for call, source in zip(calls, sources, strict=False)}
+        asked = approvals.ask(self.run, step.message, servers, step.results)
         for row in self._rows(step):
             if row.call_id not in step.results:
                 row.started_at = None

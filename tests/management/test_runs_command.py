@@ -16,7 +16,7 @@ from django.core.management import CommandError, call_command
 
 from chat.agent import history
 from chat.agent.approvals import DENIED
-from chat.models import Conversation, McpServer, McpTool, ProviderProfile, Run, ToolCall
+from chat.models import Conversation, ProviderProfile, Run, ToolCall
 from chat.runs import resume, tasks
 from chat.testing import factories as make
 from chat.testing.openai_script import MODEL, text_turn, tool_turn
@@ -99,10 +99,8 @@ def test_waiting_lists_each_run_and_its_calls(fake_openai: FakeOpenAIServer) -> 
 def test_waiting_as_json(fake_openai: FakeOpenAIServer) -> None:
     run = waiting(fake_openai, "a")
     call = ToolCall.objects.get(run=run)
-    # The listing names the MCP server of a tool it knows.
-    server = McpServer.objects.create(name="docs", transport="http", url="http://docs.invalid")
-    McpTool.objects.create(server=server, name="publish", exposed_name="docs__publish")
-    ToolCall.objects.filter(pk=call.pk).update(name="docs__publish")
+    # The listing names the MCP server the call was asked on.
+    ToolCall.objects.filter(pk=call.pk).update(name="docs__publish", server="docs")
 
     (listed,) = json.loads(runs("waiting", "--json"))
 
