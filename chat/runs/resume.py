@@ -177,7 +177,6 @@ async def resume_run(
         execute_resumed(point, client=client, listeners=listeners), context=contextvars.Context()
     )
     RUNS.register(run.pk, task)
-    logger.warning("run %s of conversation %s resumed here", run.pk, run.conversation_id)
     return task
 
 
@@ -253,6 +252,10 @@ async def claim_and_resume(
     if await sync_to_async(leases.claim)(row):
         run = await Run.objects.select_related("conversation", "created_by").aget(pk=row.pk)
         task = await resume_run(run, client=client, listeners=listeners)
+        # A run whose process is gone is news for an operator; one a person decided on is not.
+        level = logging.WARNING if run.resumes > row.resumes else logging.INFO
+        if task is not None:
+            logger.log(level, "run %s of conversation %s resumed here", run.pk, run.conversation_id)
     if task is None and client is not None:
         await client.aclose()
     return task
