@@ -33,7 +33,8 @@ def test_twenty_simultaneous_runs_and_a_second_writer_process() -> None:
     conversations = []
     for _ in range(RUNS):
         conversation = Conversation(owner=user)
-        conversation.set_agent_parameters(runs.default_parameters())
+        parameters = runs.default_parameters().changed(tool_policies={"handoff_note": "run"})
+        conversation.set_agent_parameters(parameters)
         conversation.save()
         conversations.append(conversation.pk)
     database_url = f"sqlite:///{connection.settings_dict['NAME']}"

@@ -327,7 +327,8 @@ async def test_tool_call_ids_reused_across_turns_keep_history_valid(
 
 @pytest.fixture
 def fault_tools() -> Iterator[None]:
-    """Temporary tools that fail in the ways real tools do."""
+    """Temporary tools that fail in the ways real tools do (they only read: they run without
+    asking)."""
 
     def fault_raiser(arguments: dict[str, Any]) -> str:
         raise RuntimeError("disk on fire")
@@ -344,8 +345,10 @@ def fault_tools() -> Iterator[None]:
     try:
         for name, handler in handlers.items():
             definition = agent.ToolDefinition(name=name, description=name)
-            registry.register(definition, handler, timeout=0.2)
-        registry.register(agent.ToolDefinition(name="fault_huge", description="big"), fault_huge)
+            registry.register(definition, handler, timeout=0.2, read_only=True)
+        registry.register(
+            agent.ToolDefinition(name="fault_huge", description="big"), fault_huge, read_only=True
+        )
         yield
     finally:
         for name in [*handlers, "fault_huge"]:
@@ -440,7 +443,7 @@ def slow_tool() -> Iterator[None]:
         return "never"
 
     agent.default_registry.register(
-        agent.ToolDefinition(name="fault_slow", description="slow"), fault_slow
+        agent.ToolDefinition(name="fault_slow", description="slow"), fault_slow, read_only=True
     )
     try:
         yield

@@ -324,6 +324,8 @@ def test_a_configured_header_value_never_appears_in_a_page_or_a_log(
         "How do deploys work?",
         "--tool",
         "docs__search_docs",
+        "--approve",
+        "docs__search_docs",
         "--base-url",
         fake_openai.base_url,
         "--model",

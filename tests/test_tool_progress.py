@@ -80,7 +80,10 @@ def researching_conversation(url: str) -> tuple[Any, Conversation]:
     McpServer.objects.create(name="docs", transport="http", url=url)
     owner = get_user_model().objects.create_user("ada", password="pw-123456789")
     made = make.conversation(owner, "research")
-    made.parameters = {"enabled_tools": ["docs__research"]}  # as the settings store a choice
+    made.parameters = {  # as the settings store a choice
+        "enabled_tools": ["docs__research"],
+        "tool_policies": {"docs__research": "run"},
+    }
     made.save()
     return owner, made
 

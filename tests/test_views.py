@@ -46,7 +46,7 @@ def test_another_users_conversation_is_a_404(client_in: Client) -> None:
 
 
 def test_reload_shows_the_pills_from_the_database(client_in: Client, user: Any) -> None:
-    conversation = make.new_conversation(user)
+    conversation = make.new_conversation(user, tool_policies={"handoff_note": "run"})
     make.run_turn(conversation, "time and a handoff note please", ScriptedChatClient())
     make.run_turn(conversation, "hello", ScriptedChatClient(["Plain answer."]))
 

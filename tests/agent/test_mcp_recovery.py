@@ -144,6 +144,8 @@ async def test_a_run_reads_refused_sampling_elicitation_and_a_task_only_tool_as_
 ) -> None:
     await hub.refresh(await stdio_server("local"))
     made = await conversation("local__summarise", "local__confirm")
+    made.parameters["tool_policies"] = {"local__summarise": "run", "local__confirm": "run"}
+    await made.asave(update_fields=["parameters"])
     fake_openai.enqueue(
         tool_turn(
             [

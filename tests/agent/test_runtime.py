@@ -49,7 +49,12 @@ async def test_second_request_carries_the_strict_tool_call_history() -> None:
     runtime = DebugRuntime(client=client)
     events = await collect(
         runtime,
-        request("leave a note", system_prompts=["Be brief."], enabled_tools=["handoff_note"]),
+        request(
+            "leave a note",
+            system_prompts=["Be brief."],
+            enabled_tools=["handoff_note"],
+            tool_policies={"handoff_note": "run"},
+        ),
     )
 
     assert isinstance(events[-1], RunFinished) and events[-1].status == "completed"
@@ -76,7 +81,9 @@ async def test_one_assistant_message_per_turn_with_text_and_all_calls() -> None:
         ]
     )
     runtime = DebugRuntime(client=client)
-    events = await collect(runtime, request(enabled_tools=ALL_TOOLS))
+    events = await collect(
+        runtime, request(enabled_tools=ALL_TOOLS, tool_policies={"handoff_note": "run"})
+    )
 
     roles = [m.role for m in runtime.messages]
     assert roles == ["user", "assistant", "tool", "tool", "assistant"]
@@ -101,8 +108,8 @@ async def test_replies_follow_call_order_when_tools_finish_out_of_order() -> Non
     async def fast(arguments: dict[str, object]) -> str:
         return "fast"
 
-    registry.register(ToolDefinition(name="slow", description="s"), slow)
-    registry.register(ToolDefinition(name="fast", description="f"), fast)
+    registry.register(ToolDefinition(name="slow", description="s"), slow, read_only=True)
+    registry.register(ToolDefinition(name="fast", description="f"), fast, read_only=True)
     client = ScriptedChatClient(
         [ScriptedTurn(tool_calls=(call("1", "slow"), call("2", "fast"))), "ok"]
     )

@@ -14,9 +14,12 @@ from chat.agent.tools import ToolDefinition, default_registry
 ALL = tuple(default_registry.names())
 
 
-async def run(message: str, enabled: tuple[str, ...] = ALL) -> tuple[DebugRuntime, list[object]]:
+async def run(
+    message: str, enabled: tuple[str, ...] = ALL, policies: dict[str, str] | None = None
+) -> tuple[DebugRuntime, list[object]]:
     runtime = DebugRuntime(client=ScriptedChatClient())
-    req = DebugRunRequest(parameters=AgentParameters(enabled_tools=enabled), user_message=message)
+    parameters = AgentParameters(enabled_tools=enabled, tool_policies=policies or {})
+    req = DebugRunRequest(parameters=parameters, user_message=message)
     return runtime, [event async for event in runtime.run(req)]
 
 
@@ -34,7 +37,9 @@ async def test_asks_for_the_time_then_quotes_the_tool() -> None:
 
 
 async def test_two_tools_in_one_turn_when_asked_for_both() -> None:
-    runtime, _ = await run("Tell me the time and leave a handoff note for Sam")
+    runtime, _ = await run(
+        "Tell me the time and leave a handoff note for Sam", policies={"handoff_note": "run"}
+    )
 
     assistant = runtime.messages[1]
     assert [c.name for c in assistant.tool_calls] == ["get_current_time", "handoff_note"]
@@ -90,7 +95,9 @@ async def test_queue_of_turns_and_record_of_requests() -> None:
 
 async def test_calls_any_offered_tool_named_in_the_message() -> None:
     registry = default_registry
-    registry.register(ToolDefinition(name="weather_report", description="w"), lambda _: "sunny")
+    registry.register(
+        ToolDefinition(name="weather_report", description="w"), lambda _: "sunny", read_only=True
+    )
     try:
         runtime, events = await run("Give me the weather report", enabled=("weather_report",))
     finally:

@@ -20,7 +20,7 @@ from chat.agent.tools import EventAgent, ToolDefinition, ToolRegistry
 def registry_with(**handlers: Any) -> ToolRegistry:
     registry = ToolRegistry()
     for name, handler in handlers.items():
-        registry.register(ToolDefinition(name=name, description=name), handler)
+        registry.register(ToolDefinition(name=name, description=name), handler, read_only=True)
     return registry
 
 

@@ -35,7 +35,9 @@ def call(id: str, name: str, arguments: str = "{}") -> agent.ToolCall:
 
 
 async def test_run_persists_messages_tool_calls_and_model_calls() -> None:
-    conversation = await make.aconversation(enabled_tools=["get_current_time", "handoff_note"])
+    conversation = await make.aconversation(
+        enabled_tools=["get_current_time", "handoff_note"], tool_policies={"handoff_note": "run"}
+    )
     client = ScriptedChatClient(
         [
             ScriptedTurn(
@@ -129,7 +131,9 @@ async def test_a_run_stopped_mid_tool_answers_the_dangling_calls(
         await release.wait()
         return "never"
 
-    agent.default_registry.register(agent.ToolDefinition(name="sleepy_tool", description="x"), slow)
+    agent.default_registry.register(
+        agent.ToolDefinition(name="sleepy_tool", description="x"), slow, read_only=True
+    )
     try:
         conversation = await make.aconversation(enabled_tools=["sleepy_tool", "get_current_time"])
         client = ScriptedChatClient(

@@ -43,8 +43,9 @@ def quick(settings: Any) -> AsyncIterator[None]:
 
 @pytest.fixture
 def tool_runs() -> AsyncIterator[tuple[Counter[str], asyncio.Event]]:
-    """Two tools of this test: `write_note` writes (not safe to repeat), `read_page` only
-    reads; both wait for the event the first time they run, and count their runs."""
+    """Two tools of this test: `write_note` writes (not safe to repeat; the conversations of
+    `on_provider` run it without asking), `read_page` only reads; both wait for the event the
+    first time they run, and count their runs."""
     counted: Counter[str] = Counter()
     gate = asyncio.Event()
 
@@ -57,9 +58,9 @@ def tool_runs() -> AsyncIterator[tuple[Counter[str], asyncio.Event]]:
 
         return handler
 
-    for name, repeatable in (("write_note", False), ("read_page", True)):
+    for name, read_only in (("write_note", False), ("read_page", True)):
         definition = agent.ToolDefinition(name=name, description=name)
-        agent.default_registry.register(definition, tool(name), repeatable=repeatable)
+        agent.default_registry.register(definition, tool(name), read_only=read_only)
     yield counted, gate
     agent.default_registry.unregister("write_note")
     agent.default_registry.unregister("read_page")
@@ -67,7 +68,12 @@ def tool_runs() -> AsyncIterator[tuple[Counter[str], asyncio.Event]]:
 
 @sync
 def on_provider(fake: FakeOpenAIServer, *tools: str) -> Conversation:
-    made = make.conversation(make.user("ada"), "Resumable", enabled_tools=list(tools))
+    made = make.conversation(
+        make.user("ada"),
+        "Resumable",
+        enabled_tools=list(tools),
+        tool_policies={"write_note": "run"},  # these runs are about resuming, not approvals
+    )
     made.profile = ProviderProfile.objects.create(
         name="fake", base_url=fake.base_url, model=MODEL, available_to_everyone=True
     )
