@@ -209,7 +209,10 @@ class RunPublisher:
         await self._frame(event)
 
     async def _frame(self, event: events.RunEvent) -> None:
-        if self._opening is not None:  # rendered from the state before this event changes it
+        if self._opening is not None and not isinstance(event, events.StepStarted):
+            # Rendered once the opening frame is: a call answered at once (a resumed run's
+            # denial) must not be in both. A step's start only renews the counter, and must not
+            # hold back the provider request that follows it.
             await self._opening
         async with self._lock:
             await self._publish(self._drain() + await self._render(event))
