@@ -22,20 +22,19 @@ from chat.models import (
     Conversation,
     McpServer,
     McpTool,
-    ProviderProfile,
     Run,
     RunLease,
     ToolCall,
 )
 from chat.runs import approvals, resume, tasks
 from chat.runs.exceptions import RunRefused
+from chat.testing import approvals as flow
 from chat.testing import factories as make
-from chat.testing.openai_script import MODEL, text_turn, tool_turn
+from chat.testing.approvals import NOTE, decided, waiting
+from chat.testing.openai_script import text_turn, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-NOTE = '{"note": "ship it"}'
 
 
 @pytest.fixture(autouse=True)
@@ -46,32 +45,7 @@ def quick() -> AsyncIterator[None]:
 
 @sync
 def on_provider(fake: FakeOpenAIServer, *tools: str, **parameters: Any) -> Conversation:
-    made = make.conversation(make.user("ada"), "Approvals", enabled_tools=list(tools), **parameters)
-    made.profile = ProviderProfile.objects.create(
-        name="fake", base_url=fake.base_url, model=MODEL, available_to_everyone=True
-    )
-    made.save()
-    return made
-
-
-async def waiting(made: Conversation, content: str = "hand it off") -> Run:
-    """Start a run and wait until it waits for a decision (its task is then over)."""
-    handle = await make.start_as_owner(made, content)
-    run = await handle.task
-    await run.arefresh_from_db()
-    assert run.status == "requires_action", run.error
-    return run
-
-
-async def decided(user: Any, run: Run, verdict: str, **options: Any) -> Run:
-    """Decide as `user` and, when the run goes on, resume it here as a server would."""
-    outcome = await sync(approvals.decide)(user, run.pk, verdict, **options)
-    if outcome.resumable:
-        task = await resume.claim_and_resume(outcome.run)
-        assert task is not None
-        await task
-    await run.arefresh_from_db()
-    return run
+    return flow.on_provider(fake, make.user("ada"), *tools, **parameters)
 
 
 def tool_replies(fake: FakeOpenAIServer, request: int) -> dict[str, str]:
