@@ -153,10 +153,23 @@ def test_sigkill_mid_reply_the_restarted_process_resumes_and_completes_it(site: 
     assert roles == ["user", "assistant", "user", "assistant"]
 
 
+RUN_CRASH_PROCESS = """
+from chat.models import Conversation
+conversation = Conversation.objects.get(pk={conversation})
+parameters = conversation.agent_parameters()
+policies = {{**parameters.tool_policies, "crash_process": "run"}}
+conversation.set_agent_parameters(parameters.model_copy(update={{"tool_policies": policies}}))
+conversation.save(update_fields=["parameters"])
+"""
+
+
 def test_a_run_that_kills_its_process_every_time_fails_after_max_resumes() -> None:
     env = {**ENV, "AGENTLAB_TOOL_MODULES": "tests.crash_tools", "AGENTLAB_MAX_RESUMES": "1"}
     with sqlite_site(env=env) as site:
         session, (conversation,) = site.make_conversations(1, "ada")
+        # Killing its process is not read-only, so by default the call would ask a person and
+        # the run would wait, holding no process; this conversation lets it run without asking.
+        site.manage("shell", stdin=RUN_CRASH_PROCESS.format(conversation=conversation))
         server = site.daphne().start()
 
         async def ask() -> None:

@@ -12,6 +12,8 @@ from chat.testing import factories as make
 from tests.browser.conftest import wait_for
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+# The slow lookup is not read-only, so it would ask first: these conversations let it run.
+SLOW_RUNS = {"slow_lookup": "run"}
 
 
 def open_conversation(page: Page, base: str, conversation: Conversation) -> None:
@@ -26,7 +28,7 @@ def send(page: Page, text: str) -> None:
 
 def start_a_slow_lookup(page: Page, base: str, owner: Any, message: str) -> None:
     """Send `message` in a new conversation, and wait until the slow lookup tool runs."""
-    open_conversation(page, base, make.new_conversation(owner))
+    open_conversation(page, base, make.new_conversation(owner, tool_policies=SLOW_RUNS))
     send(page, message)
     expect(page.locator(".indicator")).to_contain_text("Slow lookup", timeout=5000)
 
@@ -60,7 +62,7 @@ def test_reply_streams_in_progressively(page: Page, live_server_url: str, login:
 def test_indicator_pulses_while_a_slow_tool_runs_then_pills_stay(
     page: Page, live_server_url: str, login: Any, browser: Any
 ) -> None:
-    conversation = make.new_conversation(login())
+    conversation = make.new_conversation(login(), tool_policies=SLOW_RUNS)
     open_conversation(page, live_server_url, conversation)
     second = page.context.new_page()
     open_conversation(second, live_server_url, conversation)
@@ -152,7 +154,7 @@ def test_model_output_cannot_run_scripts(page: Page, live_server_url: str, login
 def _tall_conversation(owner: Any) -> Conversation:
     from chat import agent, transcripts
 
-    conversation = make.new_conversation(owner)
+    conversation = make.new_conversation(owner, tool_policies=SLOW_RUNS)
     for number in range(15):
         transcripts.append_messages(
             conversation,

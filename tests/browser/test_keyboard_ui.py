@@ -22,7 +22,7 @@ def say(page: Page, text: str) -> None:
 
 def test_shortcuts_stop_create_and_list(page: Page, live_server_url: str, login: Any) -> None:
     owner = login()
-    made = make.new_conversation(owner)
+    made = make.new_conversation(owner, tool_policies={"slow_lookup": "run"})  # not read-only
     page.goto(f"{live_server_url}/c/{made.pk}/")
     expect(page.locator(".chat")).to_have_attribute("data-socket", "open")
 

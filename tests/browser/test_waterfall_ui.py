@@ -25,7 +25,8 @@ def on_provider(owner: Any, fake: FakeOpenAIServer) -> Conversation:
         name="fake", base_url=fake.base_url, model=MODEL, available_to_everyone=True
     )
     made = Conversation.objects.create(owner=owner, profile=profile, title="Two slow lookups")
-    made.parameters = {"enabled_tools": ["slow_lookup"]}
+    # The slow lookup is not read-only: it runs without asking here (approvals are not tested).
+    made.parameters = {"enabled_tools": ["slow_lookup"], "tool_policies": {"slow_lookup": "run"}}
     made.save()
     return made
 
