@@ -40,6 +40,13 @@ profile, _ = ProviderProfile.objects.update_or_create(
                "available_to_everyone": True}},
 )
 Conversation.objects.filter(pk__in={ids!r}).update(profile=profile)
+# The ledger and the booking are not read-only: they run without asking here (these tests are
+# about processes, not approvals; a run waiting for a person holds no process).
+for conversation in Conversation.objects.filter(pk__in={ids!r}):
+    parameters = conversation.agent_parameters()
+    policies = {{**parameters.tool_policies, "read_ledger": "run", "book_slot": "run"}}
+    conversation.set_agent_parameters(parameters.model_copy(update={{"tool_policies": policies}}))
+    conversation.save(update_fields=["parameters"])
 """
 
 

@@ -53,9 +53,21 @@ async def on_two_processes(pair: Pair, session: str, conversation: int) -> Async
         yield on_a, on_b
 
 
+_SLOW_RUNS = """
+from chat.models import Conversation
+conversation = Conversation.objects.get(pk={conversation})
+parameters = conversation.agent_parameters()
+policies = {{**parameters.tool_policies, "slow_lookup": "run"}}
+conversation.set_agent_parameters(parameters.model_copy(update={{"tool_policies": policies}}))
+conversation.save(update_fields=["parameters"])
+"""
+
+
 def user_and_conversation(site: Site, username: str) -> tuple[str, int]:
-    """A user's session key and its one conversation."""
+    """A user's session key and its one conversation, where the slow lookup (not read-only:
+    it would ask first) runs without asking: these tests are about processes, not approvals."""
     session, (conversation,) = site.make_conversations(1, username)
+    site.manage("shell", stdin=_SLOW_RUNS.format(conversation=conversation))
     return session, conversation
 
 
