@@ -24,18 +24,14 @@ def test_a_calls_details_show_its_images_sound_resources_and_downloads(
     page: Page, live_server_url: str, login: Any, fake_openai: FakeOpenAIServer, docs_http: Any
 ) -> None:
     docs_server(docs_http.url)
-    made = on_provider(login(), fake_openai, "docs__*")
-    fake_openai.enqueue(
-        tool_turn(
-            [
-                ("c1", "docs__chart", '{"padding": 300000}'),
-                ("c2", "docs__tone", "{}"),
-                ("c3", "docs__runbook", "{}"),
-                ("c4", "docs__archive", "{}"),
-            ]
-        ),
-        text_turn(REPLY),
-    )
+    calls = [
+        ("c1", "docs__chart", '{"padding": 300000}'),
+        ("c2", "docs__tone", "{}"),
+        ("c3", "docs__runbook", "{}"),
+        ("c4", "docs__archive", "{}"),
+    ]
+    made = on_provider(login(), fake_openai, "docs__*", allow=[name for _, name, _ in calls])
+    fake_openai.enqueue(tool_turn(calls), text_turn(REPLY))
     page.goto(f"{live_server_url}/c/{made.pk}/")
     page.locator('[ws-connect][data-socket="open"]').wait_for(timeout=10_000)
     page.locator("#message").fill("How was the week?")

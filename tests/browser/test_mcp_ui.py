@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -43,12 +43,19 @@ def docs_server(url: str) -> McpServer:
     return server
 
 
-def on_provider(owner: Any, fake: FakeOpenAIServer, *tools: str) -> Conversation:
+def on_provider(
+    owner: Any, fake: FakeOpenAIServer, *tools: str, allow: Sequence[str] = ()
+) -> Conversation:
+    """A conversation on the fake provider choosing `tools`; those named in `allow` run without
+    asking (the test server's tools do not say they only read; these tests are not about
+    approvals)."""
     profile = ProviderProfile.objects.create(
         name="fake", base_url=fake.base_url, model=MODEL, available_to_everyone=True
     )
     made = Conversation.objects.create(owner=owner, profile=profile, title="Docs lookup")
     made.parameters = {"enabled_tools": list(tools)}  # as the settings store a choice
+    if allow:
+        made.parameters["tool_policies"] = dict.fromkeys(allow, "run")
     made.save()
     return made
 
@@ -57,7 +64,9 @@ def test_an_mcp_tool_runs_shows_its_pill_and_names_its_server(
     page: Page, live_server_url: str, login: Any, fake_openai: FakeOpenAIServer, docs_http: Any
 ) -> None:
     docs_server(docs_http.url)
-    made = on_provider(login(), fake_openai, "docs__slow", "docs__search_docs")
+    made = on_provider(
+        login(), fake_openai, "docs__slow", "docs__search_docs", allow=["docs__slow"]
+    )
     fake_openai.enqueue(
         tool_turn([("c1", "docs__slow", '{"seconds": 1.5}')]),
         text_turn(REPLY),

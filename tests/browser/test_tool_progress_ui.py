@@ -37,7 +37,7 @@ def test_the_indicator_shows_an_mcp_tools_progress_live(
     page: Page, live_server_url: str, login: Any, fake_openai: FakeOpenAIServer, docs_http: Any
 ) -> None:
     docs_server(docs_http.url)
-    made = on_provider(login(), fake_openai, "docs__research")
+    made = on_provider(login(), fake_openai, "docs__research", allow=["docs__research"])
     arguments = '{"topic": "deploys", "steps": 60, "pause": 0.4}'
     fake_openai.enqueue(tool_turn([("c1", "docs__research", arguments)]), text_turn(REPLY))
     page.goto(f"{live_server_url}/c/{made.pk}/")

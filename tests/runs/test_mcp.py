@@ -40,9 +40,16 @@ def stdio_server(name: str = "local", **fields: Any) -> McpServer:
 
 
 @database_sync_to_async
-def conversation(*tools: str) -> Conversation:
+def conversation(*tools: str, allow: Sequence[str] = ()) -> Conversation:
+    """A conversation choosing `tools` that runs each of them without asking: these tests are
+    about MCP, not approvals (the test server's tools do not say they only read). A policy
+    names one tool, not a server's set (`docs__*`): `allow` names those the test calls."""
     made = make.conversation(make.user(), "mcp")
-    made.parameters = {"enabled_tools": list(tools)}  # as the settings form stores a choice
+    named = [*(tool for tool in tools if not tool.endswith("*")), *allow]
+    made.parameters = {  # as the settings form stores a choice
+        "enabled_tools": list(tools),
+        "tool_policies": dict.fromkeys(named, "run"),
+    }
     made.save()
     return made
 
@@ -101,7 +108,9 @@ async def test_errors_invalid_arguments_and_big_results_reach_the_model(
     docs_http: McpHttpServer, hub: hub_module.Hub, fake_openai: FakeOpenAIServer
 ) -> None:
     await hub.refresh(await http_server(docs_http.url))
-    made = await conversation("docs__*")
+    made = await conversation(
+        "docs__*", allow=["docs__fail", "docs__add", "docs__big", "docs__echo"]
+    )
     fake_openai.enqueue(
         tool_turn(
             [
@@ -202,7 +211,7 @@ async def test_a_changed_tool_list_is_stored_and_offered(
     server = await stdio_server("local")
     await hub.refresh(server)
     assert not await McpTool.objects.filter(name="late_tool").aexists()
-    made = await conversation("local__*")
+    made = await conversation("local__*", allow=["local__grow", "local__late_tool"])
     fake_openai.enqueue(tool_turn([("c1", "local__grow", "{}")]), text_turn("grown"))
     await run(made, fake_openai)
     for _ in range(100):

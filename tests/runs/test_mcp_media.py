@@ -36,7 +36,7 @@ CALLS = [
 
 async def media_run(fake: FakeOpenAIServer, docs: McpHttpServer) -> tuple[Conversation, Any]:
     await hub_module.hub.refresh(await http_server(docs.url))
-    made = await conversation("docs__*")
+    made = await conversation("docs__*", allow=[name for _, name, _ in CALLS])
     fake.enqueue(tool_turn(CALLS), text_turn("Here is the week."))
     finished = await run(made, fake, "Show me the week")
     assert finished.status == "completed"

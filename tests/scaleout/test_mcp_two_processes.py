@@ -37,7 +37,8 @@ user = get_user_model().objects.create_user("mcp", password=None)
 client = Client()
 client.force_login(user)
 # A title of the user's own: no title request takes a response scripted for a run.
-parameters = {{"enabled_tools": ["local__pid"]}}
+# The tool runs without asking: this test is about processes, not approvals.
+parameters = {{"enabled_tools": ["local__pid"], "tool_policies": {{"local__pid": "run"}}}}
 ids = [
     Conversation.objects.create(
         owner=user, profile=profile, title="Which process", parameters=parameters
