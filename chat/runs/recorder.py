@@ -253,11 +253,12 @@ class Recorder:
             "error": result.error or "",
             "finished_at": now,
             "duration": result.duration,
-            "server": fit(ToolCall, "server", result.source),
             "raw_result": result.raw,
             "failure": result.failure,
             "policy": result.policy,
         }
+        if result.source:  # a denial keeps the server its call was asked on
+            fields["server"] = fit(ToolCall, "server", result.source)
         message_id = step.message.pk if step.message is not None else None
         rows = [r for r in self.tool_calls if r.message_id == message_id and r.call_id == call_id]
         if any(row.started_at is None for row in rows):  # its round waited, or was paused

@@ -307,6 +307,30 @@ def test_chat_calls_an_mcp_tool_through_a_strict_provider(
     assert "docs__search_docs" not in agent.default_registry
 
 
+def test_an_mcp_tool_without_the_read_only_hint_asks_and_no_terminal_denies_it(
+    docs_http: McpHttpServer, fake_openai: FakeOpenAIServer
+) -> None:
+    mcp("add", "docs", "--url", docs_http.url)
+    fake_openai.enqueue(
+        tool_turn([("c1", "docs__search_docs", '{"query": "deploys"}')]),
+        text_turn("I was not allowed to search."),
+    )
+    base = ["--base-url", fake_openai.base_url, "--model", "m-1"]
+
+    result = json.loads(
+        chat("How do deploys work?", "--tool", "docs__search_docs", *base, "--json")
+    )
+
+    assert result["status"] == "completed"
+    messages = fake_openai.requests[1].body["messages"]
+    reply = next(m["content"] for m in messages if m.get("tool_call_id") == "c1")
+    assert reply.startswith("The user denied this call: no one at the terminal")
+    call = ToolCall.objects.get()
+    # Asked on the live server's word (no readOnlyHint), it keeps the server it was asked on.
+    assert (call.policy, call.approval, call.server) == ("ask", "denied", "docs")
+    assert call.raw_result is None  # the server never saw it
+
+
 def test_all_tools_offers_every_enabled_server_whole(
     docs_http: McpHttpServer, fake_openai: FakeOpenAIServer
 ) -> None:

@@ -67,6 +67,8 @@ def test_mcp_server_time_from_pypi_answers_a_conversation(fake_openai: FakeOpenA
     assert "Mars/Olympus" in replies["c3"]
     calls = {call.call_id: call for call in ToolCall.objects.all()}
     assert (calls["c1"].server, calls["c1"].status) == ("time", "completed")
+    # Its tools say readOnlyHint: they run without asking, with no terminal to ask at.
+    assert {(call.policy, call.approval) for call in calls.values()} == {("run", "")}
     assert calls["c3"].status == "failed" and calls["c3"].failure == "tool_error"
     assert "Mars/Olympus" in calls["c3"].error
     assert McpServer.objects.get().status == "up"
