@@ -126,6 +126,17 @@ def frame_interval(base: float, streams: int) -> float:
     return base + (BUSY_FLUSH_INTERVAL - base) * share
 
 
+SHOWN_FIRST = (
+    events.ToolCallStarted,
+    events.ToolCallFinished,
+    events.ApprovalRequested,
+    events.TurnEnd,
+    events.RunFinished,
+)
+"""Events whose output the opening frame carries when they come before it is sent: it goes
+at once, and their own frame is rendered after it."""
+
+
 class RunPublisher:
     """Listener that turns one run's events into fragments for the conversation's group."""
 
@@ -204,15 +215,15 @@ class RunPublisher:
             return
         if isinstance(event, events.RunFinished):
             self.close()
-        if isinstance(event, events.ToolCallStarted | events.TurnEnd | events.RunFinished):
+        if isinstance(event, SHOWN_FIRST):
             self._first_output.set()
         await self._frame(event)
 
     async def _frame(self, event: events.RunEvent) -> None:
-        if self._opening is not None and not isinstance(event, events.StepStarted):
+        if self._opening is not None and isinstance(event, SHOWN_FIRST):
             # Rendered once the opening frame is: a call answered at once (a resumed run's
-            # denial) must not be in both. A step's start only renews the counter, and must not
-            # hold back the provider request that follows it.
+            # denial) must not be in both. Other events (a step's start, the request sent) do
+            # not wait: they must not hold back the provider request or its reading.
             await self._opening
         async with self._lock:
             await self._publish(self._drain() + await self._render(event))

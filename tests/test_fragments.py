@@ -112,6 +112,8 @@ async def test_the_first_frame_is_rendered_aside_and_carries_the_first_words() -
 
     await publisher(run, events.RunStarted())
     await publisher(run, events.StepStarted(1, 8))  # returns at once: the request goes out
+    sent = events.ModelRequestSent(body={}, url="scripted:")
+    await publisher(run, sent)  # returns at once: the response is read
     assert not publisher._opening.done()  # type: ignore[union-attr]
     await publisher(run, events.TextDelta("t0 "))
     await publisher(run, events.TextDelta("t1 "))
