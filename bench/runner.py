@@ -415,7 +415,7 @@ def _keep_log(server: DaphneServer) -> str:
 
 def _flush_interval() -> float:
     try:
-        from chat.fragments import FLUSH_INTERVAL
+        from chat.frame_rate import FLUSH_INTERVAL
     except Exception:
         return 0.04
     return float(FLUSH_INTERVAL)

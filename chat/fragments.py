@@ -23,6 +23,7 @@ from django.utils.html import escape
 
 from chat.agent import events
 from chat.agent.tools import humanize
+from chat.frame_rate import FLUSH_INTERVAL, frame_interval
 from chat.models import Conversation, Message, Run
 from chat.models.conversations import group_name
 from chat.templatetags.chat_tags import fragment_id, pill
@@ -32,11 +33,6 @@ from chat.turns import Turn, conversation_turns, turn_for_run
 
 logger = logging.getLogger(__name__)
 TEMPLATE = "chat/conversation.html"
-FLUSH_INTERVAL = 0.04
-BUSY_FLUSH_INTERVAL = 0.08
-"""The frame interval once BUSY_STREAMS runs of this process stream at once (see frame_interval)."""
-QUIET_STREAMS = 10
-BUSY_STREAMS = 100
 OPENING_WAIT = 0.025
 FRAGMENT = "fragment"
 """The channel layer message that carries HTML to sockets: `html` (one frame, or a list of
@@ -109,21 +105,6 @@ class LiveState:
     def indicator(self) -> str:
         running = self.running.items()
         return ", ".join(indicator_label(name, self.progress.get(call)) for call, name in running)
-
-
-def frame_interval(base: float, streams: int) -> float:
-    """The time between two text frames of a run while `streams` runs of the process stream.
-
-    A frame costs the process about the same however many words it carries, and so does every
-    read of a provider stream (reads are paced to frames). With many runs streaming, the loop
-    is the bottleneck: `base` up to QUIET_STREAMS, then longer frames, up to
-    BUSY_FLUSH_INTERVAL at BUSY_STREAMS, so that every stream keeps up with its model. 80 ms
-    is still smooth to read, and under the 100 ms a reader sees as a stutter.
-    """
-    if streams <= QUIET_STREAMS or base >= BUSY_FLUSH_INTERVAL:
-        return base
-    share = min(1.0, (streams - QUIET_STREAMS) / (BUSY_STREAMS - QUIET_STREAMS))
-    return base + (BUSY_FLUSH_INTERVAL - base) * share
 
 
 SHOWN_FIRST = (

@@ -10,13 +10,8 @@ from channels.layers import get_channel_layer
 
 from chat import agent, fragments
 from chat.agent import events
-from chat.fragments import (
-    BUSY_FLUSH_INTERVAL,
-    BUSY_STREAMS,
-    QUIET_STREAMS,
-    RunPublisher,
-    frame_interval,
-)
+from chat.fragments import RunPublisher
+from chat.frame_rate import BUSY_FLUSH_INTERVAL, BUSY_STREAMS, QUIET_STREAMS, frame_interval
 from chat.models import Conversation, Message, Run
 from chat.turns import Turn
 
