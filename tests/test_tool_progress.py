@@ -58,7 +58,8 @@ async def test_the_pacer_sends_at_most_one_frame_per_interval_and_always_the_las
         await pacer.offer("c2", sender(100 + value))
     assert sent == [0, 100]  # the first of each call at once
     await asyncio.sleep(0.3)
-    assert sent == [0, 100, 9, 109]  # then the last one, once
+    # Then the last one of each, once (the two calls' timers keep no order between them).
+    assert sent[:2] == [0, 100] and sorted(sent[2:]) == [9, 109]
 
     await pacer.offer("c1", sender(10))
     pacer.forget("c2")
@@ -66,7 +67,7 @@ async def test_the_pacer_sends_at_most_one_frame_per_interval_and_always_the_las
     await pacer.offer("c2", sender(111))
     pacer.close()
     await asyncio.sleep(0.3)
-    assert sent == [0, 100, 9, 109, 110]  # c1's offer came too soon; c2 began anew
+    assert sent[4:] == [110]  # c1's offer came too soon; c2 began anew
 
 
 @pytest.fixture(scope="module")
