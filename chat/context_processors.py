@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest
+from django.utils.functional import SimpleLazyObject
 
-from chat import access
-from chat.models import Conversation
+from chat import sidebar as lists
 
 THEMES = ("system", "light", "dark")
 THEME_COOKIE = "theme"
@@ -21,11 +21,11 @@ def theme(request: HttpRequest) -> dict[str, str]:
 
 
 def sidebar(request: HttpRequest) -> dict[str, Any]:
-    """The conversation list every page's sidebar shows: the user's own, and those the team
-    shares with them. Lazy: a page without a sidebar runs no query."""
+    """The lists every page's sidebar shows: the user's own conversations (of which it shows
+    the latest page) and the latest page of those the team shares with them. Lazy: a page
+    without a sidebar runs no query."""
     user = getattr(request, "user", None)
-    chats = Conversation.objects.chats()
     return {
-        "conversations": access.conversations(user, access.Action.WRITE, chats),
-        "shared_conversations": access.shared_with(user, chats.select_related("owner")),
+        "conversations": lists.listed(user, lists.MINE),
+        "shared_page": SimpleLazyObject(lambda: lists.page(lists.listed(user, lists.SHARED))),
     }

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from chat import inspector, media, picker, prompt_views, search, views
+from chat import inspector, media, picker, prompt_views, search, sidebar, views
 from chat.agents import actions as agent_actions
 from chat.agents import page as agent_page
 from chat.agents import views as agent_views
@@ -28,6 +28,7 @@ urlpatterns = [
         name="agent_version_publish",
     ),
     path("search/", search.conversation_search, name="conversation_search"),
+    path("sidebar/<slug:part>/", sidebar.more, name="sidebar_more"),
     path("evals/", include("chat.evals.urls")),
     path("c/<int:pk>/", views.conversation_detail, name="conversation_detail"),
     path("c/<int:pk>/changes/", agent_views.conversation_changes, name="conversation_changes"),

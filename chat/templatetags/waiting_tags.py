@@ -7,11 +7,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from django import template
-from django.db.models import QuerySet
 from django.utils.safestring import SafeString
 
 from chat import access, waiting
-from chat.models import Conversation, RunStatus
+from chat.models import RunStatus
 from chat.turns import Turn
 
 register = template.Library()
@@ -24,12 +23,16 @@ def waiting_filter(turn: Turn) -> waiting.Waiting | None:
 
 
 @register.simple_tag(takes_context=True)
-def waiting_conversations(context: template.Context) -> QuerySet[Conversation, Any]:
-    """The ids of the reader's own conversations that wait for their decision: one query, run
-    the first time the sidebar asks."""
-    user = context.get("user")
-    mine = access.conversations(user, access.Action.DECIDE, Conversation.objects.chats())
-    return mine.filter(runs__status=RunStatus.REQUIRES_ACTION).values_list("pk", flat=True)
+def waiting_conversations(context: template.Context, shown: Iterable[Any]) -> set[int]:
+    """The ids of those `shown` (conversations, or search hits of them) that are the reader's
+    own and wait for their decision: one query, bounded by what the list shows, none for an
+    empty list."""
+    pks = [getattr(item, "conversation", item).pk for item in shown]
+    if not pks:
+        return set()
+    mine = access.conversations(context.get("user"), access.Action.DECIDE)
+    waits = mine.filter(pk__in=pks, runs__status=RunStatus.REQUIRES_ACTION)
+    return set(waits.values_list("pk", flat=True))
 
 
 @register.simple_tag

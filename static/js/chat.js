@@ -639,3 +639,26 @@
     close(slot, true);
   }, true);  // capture: before the page's own Escape (which would stop a run)
 })();
+
+// The sidebar's lists load their next page as they scroll (chat/sidebar.py). Whoever reached
+// "Show more" by keyboard goes on from the first conversation that came, not from the top.
+(function () {
+  "use strict";
+
+  var pending = null;  // the list whose "Show more" had the focus, and how many links it had
+
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var more = event.detail.target;
+    if (!more || !more.classList || !more.classList.contains("sidebar-more")) return;
+    if (!more.contains(document.activeElement)) return;
+    var list = more.closest("nav, .conversations-page");
+    if (list) pending = { list: list, before: list.querySelectorAll("a[href]").length - 1 };
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!pending) return;
+    var links = pending.list.querySelectorAll("a[href]");
+    var next = links[Math.min(pending.before, links.length - 1)];
+    pending = null;
+    if (next) next.focus();
+  });
+})();
