@@ -116,6 +116,30 @@ def test_a_next_page_continues_the_date_group_the_list_ends_in(
     assert "<h1" in alone and "Your conversations" in alone
 
 
+def test_a_cleared_search_brings_back_the_first_page_and_its_next(
+    client_in: Client, user: Any
+) -> None:
+    rows = made(user, 60)
+    search = reverse("chat:conversation_search")
+
+    cleared = client_in.get(search, {"q": "", "current": str(rows[55].pk)}, headers=HX)
+    [rest] = every_page(client_in, cleared.content.decode())
+
+    assert links(cleared.content.decode()) == [row.pk for row in rows[:50]]
+    assert links(rest) == [row.pk for row in rows[50:]]
+    assert f'id="conversation-link-{rows[55].pk}" href="/c/{rows[55].pk}/" aria-current' in rest
+
+
+def test_without_script_the_end_of_the_list_says_so(client_in: Client, user: Any) -> None:
+    rows = made(user, 2)
+    after = str(sidebar.Cursor.of(rows[-1]))
+
+    html = client_in.get(reverse("chat:sidebar_more", args=["mine"]), {"after": after})
+
+    assert "No earlier conversations." in html.content.decode()
+    assert links(html.content.decode()) == []
+
+
 def test_a_list_drawn_before_midnight_is_continued_under_the_group_it_shows(
     client_in: Client, user: Any
 ) -> None:

@@ -112,7 +112,7 @@ def test_without_script_show_more_is_a_page_of_its_own(
     rows = history(login())
     cookies = page.context.cookies()
     context = browser.new_context(java_script_enabled=False)
-    context.add_cookies(cookies)  # type: ignore[arg-type]
+    context.add_cookies(cookies)
     plain = context.new_page()
     plain.goto(f"{live_server_url}/c/{rows[0].pk}/")
 
