@@ -29,7 +29,7 @@ from chat.models.conversations import group_name
 from chat.templatetags.chat_tags import fragment_id, pill
 from chat.tool_progress import Pacer, indicator_label
 from chat.transcripts import versions
-from chat.turns import Turn, conversation_turns, turn_for_run
+from chat.turns import Turn, conversation_turns, turn_for_run, window_before
 
 logger = logging.getLogger(__name__)
 TEMPLATE = "chat/conversation.html"
@@ -81,10 +81,11 @@ def announce(text: str) -> str:
 
 
 def transcript(conversation: Conversation, live: LiveState | None = None) -> str:
-    """The whole active path as an out-of-band swap: a new version or a switch changes turns
-    above the newest one, and every tab showing the conversation follows."""
-    turns = conversation_turns(conversation)
-    body = "".join(render("turn", {"turn": turn, "live": live}) for turn in turns)
+    """The latest window of the active path as an out-of-band swap: a new version or a switch
+    changes turns above the newest one, and every tab showing the conversation follows."""
+    window = window_before(conversation)
+    context = {"conversation": conversation, "window": window, "live": live}
+    body = render("turns", {**context, "turns": conversation_turns(conversation, window)})
     return f'<div id="transcript" hx-swap-oob="innerHTML">{body}</div>'
 
 

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from django.db.models import Q
+
 from chat.models import Annotation, Conversation, Message, ModelCall, Run, ToolCall
+from chat.models.runs import ACTIVE
 from chat.rendering import markdown
 from chat.transcripts import versions
 
@@ -32,6 +35,14 @@ class Turn:
     """The versions at this turn's start, when it has more than one."""
     annotations: list[Annotation] = field(default_factory=list)
     """The team's annotations of the reply and of its tool calls, with their authors."""
+    indexes: list[int] = field(default_factory=list)
+    """The indexes of its messages on the active path: a link to any of them lands here."""
+
+    @property
+    def anchors(self) -> list[int]:
+        """The indexes a link may name that no bubble of the turn carries (`#message-N`)."""
+        user = self.user.index if self.user is not None else None
+        return [index for index in self.indexes if index != user]
 
     @property
     def start(self) -> Message | None:
@@ -98,27 +109,109 @@ class Turn:
         return [(number, *steps[number]) for number in sorted(steps)]
 
 
-def conversation_turns(conversation: Conversation) -> list[Turn]:
-    """The conversation as turns, in five queries whatever its length."""
-    runs = {run.pk: run for run in conversation.runs.all()}
+WINDOW = 50
+"""About how many messages of a conversation a page shows at once: a page costs what it shows,
+not the conversation's length."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """A stretch of the active path by message index, `start` included, `end` excluded (None:
+    up to the latest). It starts at a user message (or the path's start), so a turn is never
+    split: every turn starts at a user message or inside the stretch one opens."""
+
+    start: int
+    end: int | None = None
+
+    @property
+    def latest(self) -> bool:
+        return self.end is None
+
+    @property
+    def earlier(self) -> bool:
+        """Whether messages come before it (the path starts at index 0)."""
+        return self.start > 0
+
+    def rows(self, conversation: Conversation) -> list[Message]:
+        rows = conversation.messages.active().filter(index__gte=self.start)
+        return list(rows if self.end is None else rows.filter(index__lt=self.end))
+
+
+def window_before(conversation: Conversation, before: int | None = None) -> Window:
+    """The last WINDOW or so messages before message `before` (the latest, without it): from
+    the first user message among them, or back to the user message of a turn longer than the
+    window."""
+    rows = conversation.messages.active().order_by("-index")
+    if before is not None:
+        rows = rows.filter(index__lt=before)
+    last = list(rows.values_list("index", "role")[:WINDOW])
+    if len(last) < WINDOW:
+        return Window(0, before)
+    users = [index for index, role in last if role == Message.Role.USER]
+    if users:
+        return Window(min(users), before)
+    return Window(_turn_start(conversation, last[-1][0]), before)
+
+
+def window_at(conversation: Conversation, index: int) -> Window:
+    """The window a link to message `index` opens: from the user message of its turn, WINDOW
+    or so messages on, to the next user message (the latest window when that reaches the end)."""
+    start = _turn_start(conversation, index)
+    ahead = list(
+        conversation.messages.active()
+        .filter(index__gte=start)
+        .values_list("index", "role")[: 2 * WINDOW + 1]
+    )
+    if len(ahead) <= 2 * WINDOW:
+        return Window(start)  # within two windows of the latest: show it all
+    later = [i for i, role in ahead[WINDOW:] if role == Message.Role.USER]
+    sooner = [i for i, role in ahead[1:WINDOW] if role == Message.Role.USER]
+    if later or sooner:
+        return Window(start, later[0] if later else sooner[-1])
+    after = (
+        conversation.messages.active()
+        .filter(index__gt=ahead[-1][0], role=Message.Role.USER)
+        .values_list("index", flat=True)
+        .first()
+    )
+    return Window(start, after)
+
+
+def _turn_start(conversation: Conversation, index: int) -> int:
+    """The index of the last user message at or before `index` (0 when none)."""
+    found = (
+        conversation.messages.active()
+        .filter(index__lte=index, role=Message.Role.USER)
+        .order_by("-index")
+        .values_list("index", flat=True)
+        .first()
+    )
+    return found or 0
+
+
+def conversation_turns(conversation: Conversation, window: Window | None = None) -> list[Turn]:
+    """The conversation (or the window of it) as turns, in six queries whatever its length:
+    each reads only the rows of the window's messages and runs."""
+    window = window or Window(0)
+    rows = window.rows(conversation)
+    shown_runs = Q(pk__in={row.run_id for row in rows if row.run_id is not None})
+    if window.latest:  # a run that has written nothing yet (a fork continuing) still streams
+        shown_runs |= Q(status__in=ACTIVE)
+    runs = {run.pk: run for run in conversation.runs.filter(shown_runs)}
     calls: dict[int, list[ToolCall]] = {}
     for call in (
-        ToolCall.objects.filter(run__conversation=conversation)
+        ToolCall.objects.filter(run__in=list(runs))
         .defer("raw_result")  # megabytes of media, read by a call's details alone
         .order_by("step", "position", "pk")
     ):
         calls.setdefault(call.run_id, []).append(call)
     model_calls: dict[int, list[ModelCall]] = {}
     for model_call in (
-        ModelCall.objects.filter(run__conversation=conversation)
-        .defer("request", "raw_stream")
-        .order_by("step")
+        ModelCall.objects.filter(run__in=list(runs)).defer("request", "raw_stream").order_by("step")
     ):
         model_calls.setdefault(model_call.run_id, []).append(model_call)
     annotations: dict[int, list[Annotation]] = {}
-    for annotation in Annotation.objects.filter(run__conversation=conversation).select_related(
-        "author"
-    ):
+    for annotation in Annotation.objects.filter(run__in=list(runs)).select_related("author"):
         annotations.setdefault(annotation.run_id, []).append(annotation)
 
     def turn(user: Message | None, run: Run | None) -> Turn:
@@ -134,8 +227,8 @@ def conversation_turns(conversation: Conversation) -> list[Turn]:
         )
 
     turns: list[Turn] = []
-    marks = versions.points(conversation)
-    for message in conversation.messages.active():
+    marks = versions.points(conversation, window.start, window.end)
+    for message in rows:
         run = runs.get(message.run_id) if message.run_id else None
         if message.role == "user":
             turns.append(turn(message, run))
@@ -143,7 +236,8 @@ def conversation_turns(conversation: Conversation) -> list[Turn]:
             if not turns or (turns[-1].run is not run and run is not None):
                 turns.append(turn(None, run))
             turns[-1].replies.append(message)
-    # A run that has written nothing yet (a fork continuing from a tool reply) still streams.
+        if turns:
+            turns[-1].indexes.append(message.index)
     shown = {t.run.pk for t in turns if t.run is not None}
     turns.extend(turn(None, run) for run in runs.values() if run.is_active and run.pk not in shown)
     for each in turns:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from chat import inspector, media, picker, prompt_views, search, sidebar, views
+from chat import inspector, media, picker, prompt_views, search, sidebar, views, windows
 from chat.agents import actions as agent_actions
 from chat.agents import page as agent_page
 from chat.agents import views as agent_views
@@ -31,6 +31,7 @@ urlpatterns = [
     path("sidebar/<slug:part>/", sidebar.more, name="sidebar_more"),
     path("evals/", include("chat.evals.urls")),
     path("c/<int:pk>/", views.conversation_detail, name="conversation_detail"),
+    path("c/<int:pk>/window/", windows.conversation_window, name="conversation_window"),
     path("c/<int:pk>/changes/", agent_views.conversation_changes, name="conversation_changes"),
     path("c/<int:pk>/changes/version/", agent_views.save_version, name="conversation_save_version"),
     path("c/<int:pk>/changes/agent/", agent_views.save_agent, name="conversation_save_agent"),

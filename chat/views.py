@@ -17,7 +17,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from chat import access, agent, agents, inspector, media, picker, runs, waiting
+from chat import access, agent, agents, inspector, media, picker, runs, windows
 from chat.access import Action
 from chat.agents import views as agent_views
 from chat.forms import ToolForkForm
@@ -25,7 +25,6 @@ from chat.models import Conversation, Message, ToolCall
 from chat.settings_panel import AgentSettings
 from chat.templatetags.chat_tags import pretty
 from chat.transcripts import forks
-from chat.turns import conversation_turns
 
 
 class AuthenticatedRequest(HttpRequest):
@@ -99,16 +98,12 @@ def conversation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     replay = inspector.replay_page(conversation)
     if replay is not None:
         return redirect(replay)
-    turns = conversation_turns(conversation)
     return render(
         request,
         "chat/conversation.html",
         {
             "conversation": conversation,
-            "turns": turns,
-            "running": any(turn.is_active for turn in turns),
-            "live_run": next((t.run.pk for t in turns if t.is_active and t.run), None),
-            "waiting": waiting.waiting_tools(turns),
+            **windows.page(conversation, request.GET),
             "read_only": not access.may(request.user, Action.WRITE, conversation),
             "model_choice": picker.ModelChoice.of(conversation),
             "max_message_chars": settings.AGENTLAB_MAX_MESSAGE_CHARS,

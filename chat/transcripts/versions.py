@@ -46,10 +46,14 @@ def _free_number(numbers: Iterable[int]) -> int:
     return next(n for n in range(1, len(taken) + 2) if n not in taken)
 
 
-def points(conversation: Conversation) -> dict[int, Point]:
-    """The version points of the active path, by message index (one query)."""
+def points(conversation: Conversation, start: int = 0, end: int | None = None) -> dict[int, Point]:
+    """The version points of the active path, by message index, from `start` up to `end`
+    (excluded; None: the end): one query that reads a page's window alone."""
     numbers: dict[int, list[int]] = {}
-    for index, number in conversation.versions.filter(parent=None).values_list("index", "number"):
+    top = conversation.versions.filter(parent=None, index__gte=start)
+    if end is not None:
+        top = top.filter(index__lt=end)
+    for index, number in top.values_list("index", "number"):
         numbers.setdefault(index, []).append(number)
     return {
         index: Point(index, _free_number(taken), len(taken) + 1) for index, taken in numbers.items()

@@ -21,7 +21,7 @@
     shownWaiting = waiting;
     form.querySelectorAll("textarea, button").forEach(function (el) { el.disabled = running; });
     // Edit, regenerate and switching wait for the run; a version step at an end stays disabled.
-    document.querySelectorAll("#transcript [data-idle]").forEach(function (el) {
+    document.querySelectorAll(".transcript [data-idle]").forEach(function (el) {
       el.disabled = running || waiting || el.hasAttribute("data-end");
     });
     var stop = document.getElementById("stop");
@@ -47,14 +47,17 @@
       new MutationObserver(function () {
         var hint = document.getElementById("empty-hint");
         if (hint && transcript.children.length) hint.remove();
-        if (!stick || scrollPending) return;
+        if (!stick || scrollPending || transcript.hidden) return;
         scrollPending = true;
         requestAnimationFrame(function () {
           scrollPending = false;
           if (stick) window.scrollTo(0, document.documentElement.scrollHeight);
         });
       }).observe(transcript, { childList: true, subtree: true, characterData: true });
-      window.scrollTo(0, document.documentElement.scrollHeight);
+      // A link to a message (#message-N) lands on it; the latest window opens at the bottom.
+      var linked = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+      if (linked) { stick = false; linked.scrollIntoView(); }
+      else if (!transcript.hidden) window.scrollTo(0, document.documentElement.scrollHeight);
     }
     document.querySelectorAll("form[data-confirm]").forEach(function (form) {
       form.addEventListener("submit", function (event) {
@@ -224,6 +227,56 @@
     if (event.target && event.target.id === "composer") stick = true;
   });
   document.addEventListener("htmx:wsAfterMessage", applyRunState);
+  document.addEventListener("htmx:wsAfterMessage", versionShown);
+
+  // "Show earlier messages": the window before comes in above, and what the reader sees stays
+  // where it was (the turn below the button keeps its place on screen).
+  var kept = null;
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    var form = event.detail.target;
+    if (!form || !form.matches || !form.matches("[data-earlier]")) return;
+    var below = form.nextElementSibling;
+    kept = below ? { el: below, top: below.getBoundingClientRect().top } : null;
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    if (!kept) return;
+    var was = kept;
+    kept = null;
+    window.scrollBy(0, was.el.getBoundingClientRect().top - was.top);
+    var next = was.el.parentElement && was.el.parentElement.querySelector("[data-earlier] button");
+    var first = next || was.el.parentElement.querySelector(".turn");
+    if (first && !next) first.setAttribute("tabindex", "-1");
+    if (first) first.focus({ preventScroll: true });
+    shownRunning = null;  // the buttons that came wait for a run like the others
+    applyRunState();
+  });
+
+  // A version made or shown from this tab (switch, edit, regenerate at message N): once the
+  // transcript is re-rendered, message N keeps its place on screen; when the window shown no
+  // longer holds it (an older window, or one further back), the page opens the one that does.
+  var asked = null;
+  document.addEventListener("htmx:wsAfterSend", function (event) {
+    var frame;
+    try { frame = JSON.parse(event.detail.message); } catch (e) { return; }
+    if (["switch", "edit", "regenerate"].indexOf(frame.action) < 0) return;
+    var index = parseInt(frame.index, 10);
+    var sink = document.getElementById("transcript");
+    if (isNaN(index) || !sink) return;
+    var shown = document.getElementById("message-" + index);
+    asked = { index: index, first: sink.firstElementChild, top: shown ? shown.getBoundingClientRect().top : null };
+  });
+  function versionShown() {
+    var sink = document.getElementById("transcript");
+    if (!asked || !sink || sink.firstElementChild === asked.first) return;
+    var was = asked;
+    asked = null;
+    var shown = sink.hidden ? null : document.getElementById("message-" + was.index);
+    if (!shown) {
+      location.assign(location.pathname + "?at=" + was.index + "#message-" + was.index);
+    } else if (was.top !== null) {
+      window.scrollBy(0, shown.getBoundingClientRect().top - was.top);
+    }
+  }
   document.addEventListener("htmx:wsOpen", function (event) { event.target.dataset.socket = "open"; });
   document.addEventListener("htmx:wsClose", function (event) { event.target.dataset.socket = "closed"; });
 })();
