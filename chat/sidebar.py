@@ -12,8 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from functools import cached_property
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseBadRequest
@@ -30,6 +32,9 @@ PAGE = 50
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 CURSOR = re.compile(r"(-?\d{1,18})_(\d{1,18})")
 BAD_CURSOR = "This place in the conversation list is not valid: reload the page to start again."
+LINK_FIELDS = ("title", "updated_at")
+"""What a list's link shows and is sorted by: rows without their settings, which a page of links
+would decode for nothing."""
 MINE, SHARED = "mine", "shared"
 TEMPLATES = {MINE: "chat/sidebar.html#conversation-page", SHARED: "chat/sidebar.html#shared-page"}
 """The part of the sidebar each list's next page is (for htmx to add to the list)."""
@@ -94,7 +99,7 @@ class Page:
     next: Cursor | None = None
     continues: str = ""
 
-    @property
+    @cached_property
     def groups(self) -> list[Group]:
         """Its conversations by date (`chat.search.by_date`), the first group marked continued
         when the list shown so far ends in it."""
@@ -149,8 +154,12 @@ def listed(user: Any, part: str) -> QuerySet[Conversation]:
     shares with them (with their owners, whom the list names)."""
     chats = Conversation.objects.chats()
     if part == SHARED:
-        return access.shared_with(user, chats.select_related("owner"))
-    return access.conversations(user, access.Action.WRITE, chats)
+        # `shared=True` is implied by the rule; said here too, an index of the shared
+        # conversations can serve the list without reading everyone's.
+        shared = chats.filter(shared=True).select_related("owner")
+        owner = f"owner__{get_user_model().USERNAME_FIELD}"
+        return access.shared_with(user, shared).only(*LINK_FIELDS, owner)
+    return access.conversations(user, access.Action.WRITE, chats).only(*LINK_FIELDS)
 
 
 @login_required

@@ -32,7 +32,7 @@ def waiting_conversations(context: template.Context, shown: Iterable[Any]) -> se
         return set()
     mine = access.conversations(context.get("user"), access.Action.DECIDE)
     waits = mine.filter(pk__in=pks, runs__status=RunStatus.REQUIRES_ACTION)
-    return set(waits.values_list("pk", flat=True))
+    return set(waits.order_by().values_list("pk", flat=True))
 
 
 @register.simple_tag
