@@ -240,6 +240,8 @@ def test_the_shared_list_is_bounded_the_same_way(client_in: Client, user: Any) -
     assert [shared_links(page) for page in pages] == [[row.pk for row in shared[50:]]]
     assert "· bob" in pages[0] and "Private" not in pages[0] and "Mine shared" not in pages[0]
     assert "Show more shared conversations" not in pages[0]
+    alone = client_in.get(next_url(first, "Show more shared conversations") or "").content
+    assert "<h1" in alone.decode() and shared_links(alone.decode()) == shared_links(pages[0])
 
 
 def test_the_current_conversation_is_marked_when_its_page_comes(
