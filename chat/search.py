@@ -1,5 +1,5 @@
 """Finding conversations: the sidebar's search (its view too) and its date groups. The admin's
-search shares the matching rule."""
+search shares the matching rule; the full-text index behind it is `chat.search_index`."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from datetime import date
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Case, Exists, F, OuterRef, Q, QuerySet, Subquery, Value, When
-from django.db.models.functions import Greatest, Lower, StrIndex, Substr
+from django.db.models import Case, F, QuerySet, Value, When, Window
+from django.db.models.functions import Greatest, Lower, RowNumber, StrIndex, Substr
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
@@ -19,8 +19,9 @@ from django.utils.safestring import SafeString
 from django.utils.text import smart_split, unescape_string_literal
 from django.views.decorators.http import require_GET
 
-from chat import access
-from chat.models import Conversation, Message, ToolCall
+from chat import access, search_index
+from chat.models import Conversation, Message
+from chat.search_index import Term
 
 LIMIT = 50
 """Results a search shows; the reader is told when more match."""
@@ -38,44 +39,50 @@ SHOWN_ROLES = (Message.Role.USER, Message.Role.ASSISTANT)
 GROUPS = ("Today", "Yesterday", "Previous 7 days", "Previous 30 days", "Older")
 
 
-def words(text: str) -> list[str]:
-    """The words of a search, a quoted phrase as one: `time "in Paris"` -> time, in Paris."""
-    found: list[str] = []
+def terms(text: str) -> list[Term]:
+    """What a search looks for: its words and quoted phrases, each once, at most MAX_WORDS;
+    `time "in  Paris"` -> the word time (a prefix) and the phrase in Paris."""
+    found: list[Term] = []
     for bit in smart_split(text[:MAX_QUERY_CHARS]):
-        if len(bit) > 1 and bit[0] in "\"'" and bit[0] == bit[-1]:
+        exact = len(bit) > 1 and bit[0] in "\"'" and bit[0] == bit[-1]
+        if exact:
             bit = unescape_string_literal(bit)
-        bit = " ".join(bit.split())
-        if bit and bit.casefold() not in {word.casefold() for word in found}:
-            found.append(bit)
+        term = Term.of(" ".join(bit.split()), exact=exact)
+        if term is not None and term.key() not in {other.key() for other in found}:
+            found.append(term)
     return found[:MAX_WORDS]
 
 
 def matching(
-    conversations: QuerySet[Conversation], terms: Sequence[str], *, everywhere: bool = False
+    conversations: QuerySet[Conversation], looked_for: Sequence[Term], *, everywhere: bool = False
 ) -> QuerySet[Conversation]:
-    """Those with every word, case-insensitively, in the title or in the text of a message.
+    """Those with every term in the title or in a message: each term may be in a different
+    message (a conversation is found by what it is about, not by one sentence).
 
     The sidebar counts the text its reader sees: the user and assistant messages of the active
-    path. The admin (`everywhere`) counts every message of every version with its tool calls,
-    and the names of the tools the runs called. Subqueries rather than joins: a join over
-    messages would multiply rows.
+    path. The admin (`everywhere`) counts every message of every version, with the names of
+    the tools it called.
     """
-    for word in terms:
-        title = Q(title__icontains=word)
-        if everywhere:
-            messages = Message.objects.filter(
-                Q(content__icontains=word) | Q(tool_calls__icontains=word),
-                conversation=OuterRef("pk"),
-            )
-            calls = ToolCall.objects.filter(run__conversation=OuterRef("pk"), name__icontains=word)
-            conversations = conversations.filter(title | Exists(messages) | Exists(calls))
-        else:
-            shown = _shown().filter(conversation=OuterRef("pk"), content__icontains=word)
-            conversations = conversations.filter(title | Exists(shown))
+    index = search_index.backend()
+    messages = _messages(everywhere)
+    for term in looked_for:
+        found = messages.filter(index.messages([term], everywhere=everywhere))
+        conversations = conversations.filter(index.titles(term) | index.containing(found))
     return conversations
 
 
-def _shown() -> QuerySet[Message]:
+def messages_matching(messages: QuerySet[Message], looked_for: Sequence[Term]) -> QuerySet[Message]:
+    """Those of `messages` with every term in their text or their tool calls' names."""
+    index = search_index.backend()
+    for term in looked_for:
+        messages = messages.filter(index.messages([term], everywhere=True))
+    return messages
+
+
+def _messages(everywhere: bool) -> QuerySet[Message]:
+    """The messages a search reads: all of them, or those the reader sees."""
+    if everywhere:
+        return Message.objects.all()
     return Message.objects.active().filter(role__in=SHOWN_ROLES)
 
 
@@ -108,57 +115,74 @@ class Results:
         return f"{n} conversation matches." if n == 1 else f"{n} conversations match."
 
 
-def search(conversations: QuerySet[Conversation], query: str, *, limit: int = LIMIT) -> Results:
-    """The conversations with every word of `query`, most recent first, at most `limit`.
-    `conversations` are those the reader may see (the sidebar searches their own).
+def search(
+    conversations: QuerySet[Conversation],
+    query: str,
+    *,
+    limit: int = LIMIT,
+    everywhere: bool = False,
+) -> Results:
+    """The conversations with every term of `query`, most recent first, at most `limit`.
+    `conversations` are those the reader may see (the sidebar searches their own);
+    `everywhere` reads them as the admin does (`matching`).
 
-    Two queries whatever the number of conversations or messages: the matches, each with the
-    id of its first matching message, then a window of those messages' text around the match.
+    Two queries whatever the number of conversations or messages: the matches, then for each
+    its best matching message (the index's rank) with a window of its text around the match.
     """
-    terms = words(query)
-    any_word = Q()
-    for word in terms:
-        any_word |= Q(content__icontains=word)
-    first = _shown().filter(any_word, conversation=OuterRef("pk")).values("pk")[:1]
-    found = matching(conversations, terms).annotate(hit=Subquery(first))
-    rows = list(found.order_by("-updated_at", "-id")[: limit + 1])
-    texts = _windows([row.hit for row in rows[:limit] if row.hit], terms)
-    pattern = _pattern(terms)
+    looked_for = terms(query)
+    rows: list[Conversation] = []
+    if looked_for:
+        found = matching(conversations, looked_for, everywhere=everywhere)
+        rows = list(found.order_by("-updated_at", "-id")[: limit + 1])
+    texts = _windows([row.pk for row in rows[:limit]], looked_for, everywhere=everywhere)
+    pattern = _pattern(looked_for)
     hits = [
-        Hit(row, highlight(str(row), pattern), snippet(*texts.get(row.hit, ("", 1)), pattern))
+        Hit(row, highlight(str(row), pattern), snippet(*texts.get(row.pk, ("", 1)), pattern))
         for row in rows[:limit]
     ]
     return Results(" ".join(query[:MAX_QUERY_CHARS].split()), hits, more=len(rows) > limit)
 
 
-def _windows(pks: list[int], terms: Sequence[str]) -> dict[int, tuple[str, int]]:
-    """Each message's text around its first word found, and where that window starts (from 1)."""
-    if not pks or not terms:
+def _windows(
+    pks: list[int], looked_for: Sequence[Term], *, everywhere: bool
+) -> dict[int, tuple[str, int]]:
+    """Each conversation's best matching message: its text around the first term found, and
+    where that window starts (from 1)."""
+    if not pks or not looked_for:
         return {}
+    firsts = [term.tokens[0] for term in looked_for]
     at = Case(
         *(
-            When(content__icontains=word, then=StrIndex(Lower("content"), Value(word.lower())))
-            for word in terms
+            When(content__icontains=token, then=StrIndex(Lower("content"), Value(token.lower())))
+            for token in firsts
         ),
         default=Value(1),
     )
+    best = Window(
+        RowNumber(),
+        partition_by=F("conversation_id"),
+        order_by=[F("score").desc(), F("index").asc()],
+    )
     start = Greatest(F("at") - FETCH_BEFORE, Value(1))
+    candidates = _messages(everywhere).filter(conversation_id__in=pks)
+    ranked = search_index.backend().ranked(candidates, looked_for, everywhere=everywhere)
     rows = (
-        Message.objects.filter(pk__in=pks)
+        ranked.annotate(place=best)
+        .filter(place=1)
         .annotate(at=at)
         .annotate(start=start)
         .annotate(window=Substr("content", start, FETCH_CHARS))
         .order_by()
-        .values_list("pk", "window", "start")
+        .values_list("conversation_id", "window", "start")
     )
     return {pk: (window or "", start) for pk, window, start in rows}
 
 
-def _pattern(terms: Sequence[str]) -> re.Pattern[str] | None:
-    if not terms:
+def _pattern(looked_for: Sequence[Term]) -> re.Pattern[str] | None:
+    if not looked_for:
         return None
-    longest_first = sorted(terms, key=len, reverse=True)
-    return re.compile("|".join(re.escape(word) for word in longest_first), re.IGNORECASE)
+    longest_first = sorted(looked_for, key=lambda term: len(term.text), reverse=True)
+    return re.compile("|".join(term.pattern() for term in longest_first), re.IGNORECASE)
 
 
 def highlight(text: str, pattern: re.Pattern[str] | None) -> SafeString:
@@ -240,7 +264,7 @@ def conversation_search(request: HttpRequest) -> HttpResponse:
     query, current = request.GET.get("q", ""), request.GET.get("current", "")
     mine = access.conversations(request.user, access.Action.WRITE, Conversation.objects.chats())
     context = {
-        "results": search(mine, query) if words(query) else None,
+        "results": search(mine, query) if terms(query) else None,
         "conversations": mine,
         "current": int(current) if current.isdecimal() else None,
         "searched": True,

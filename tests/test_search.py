@@ -121,9 +121,12 @@ def test_hostile_titles_and_messages_stay_text(client_in: Client, user: Any) -> 
         html = found(client_in, query)
         assert len(links(html)) == 1, query
         assert "<script" not in html and "<img" not in html, query
-    html = found(client_in, "<script>")
-    assert "<mark>&lt;script&gt;</mark>alert(&#x27;title&#x27;)" in html
-    assert "onerror=alert(1)&gt; <mark>&lt;script&gt;</mark>alert(2)&lt;/script&gt;<" in html
+    html = found(client_in, "<script>")  # punctuation separates words: the word is script
+    assert "&lt;<mark>script</mark>&gt;alert(&#x27;title&#x27;)" in html
+    assert (
+        "onerror=alert(1)&gt; &lt;<mark>script</mark>&gt;alert(2)&lt;/<mark>script</mark>&gt;<"
+        in html
+    )
 
 
 def test_another_users_conversations_are_never_found(client_in: Client, user: Any) -> None:
@@ -199,11 +202,23 @@ def test_snippets_cut_long_text_at_spaces_around_the_first_match() -> None:
     assert search.snippet("", 1, pattern) == ""
 
 
-def test_search_words() -> None:
-    assert search.words(' time "in  Paris" Time ') == ["time", "in Paris"]
-    assert search.words("'unclosed") == ["'unclosed"]
-    assert search.words('"" x') == ["x"]
-    assert len(search.words(" ".join(f"w{n}" for n in range(30)))) == search.MAX_WORDS
+def test_search_terms() -> None:
+    found = search.terms(' time "in  Paris" Time co-op ')
+    assert [(term.text, term.tokens, term.exact) for term in found] == [
+        ("time", ("time",), False),
+        ("in Paris", ("in", "Paris"), True),
+        ("co-op", ("co", "op"), False),
+    ]
+    assert [term.text for term in search.terms("'unclosed")] == ["'unclosed"]
+    assert [term.text for term in search.terms('"" x ! :* ()')] == ["x"]
+    assert len(search.terms(" ".join(f"w{n}" for n in range(30)))) == search.MAX_WORDS
+
+
+def test_highlights_start_at_words_and_phrases_allow_punctuation_between() -> None:
+    pattern = search._pattern(search.terms('pil "go hiking"'))
+    assert search.highlight("Pills, capillary; go, hiking!", pattern) == (
+        "<mark>Pills</mark>, capillary; <mark>go, hiking</mark>!"
+    )
 
 
 @pytest.mark.parametrize(

@@ -49,7 +49,7 @@ class ConversationAdmin(LabAdmin):
         "created_at",
     )
     search_fields = ("title",)
-    search_help_text = "Title, message text or tool name."
+    search_help_text = 'Words or "a phrase" in the title, message text or tool names.'
     list_select_related = ("owner", "profile", "agent_version__agent")
     fields = (
         "owner",
@@ -80,9 +80,9 @@ class ConversationAdmin(LabAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Conversation], search_term: str
     ) -> tuple[QuerySet[Conversation], bool]:
-        """Every word in the title, a message's text or tool calls (any version), or a tool
-        call's name: the sidebar's rule, `everywhere`."""
-        return search.matching(queryset, search.words(search_term), everywhere=True), False
+        """Every term in the title, or in a message's text or its tool calls' names (any
+        message, any version): the sidebar's rule, `everywhere`."""
+        return search.matching(queryset, search.terms(search_term), everywhere=True), False
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -9,7 +9,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
-from chat import agent
+from chat import agent, search
 from chat.models import HistoryRepair, Message
 from chat.templatetags.chat_tags import folded, pretty, pretty_json
 
@@ -44,7 +44,8 @@ class MessageAdmin(RecordAdmin):
         "created_at",
     )
     list_filter = ("role", PathFilter, "created_at")
-    search_fields = ("content", "tool_call_id", "conversation__title")
+    search_fields = ("content",)
+    search_help_text = "Words or \"a phrase\" in the message's text or its tool calls' names."
     list_select_related = ("conversation", "run", "version")
     fields = (
         "conversation",
@@ -69,6 +70,12 @@ class MessageAdmin(RecordAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
         return super().get_queryset(request).select_related("conversation", "run", "version")
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[Message], search_term: str
+    ) -> tuple[QuerySet[Message], bool]:
+        """The full-text index, as the conversations' search reads it (`chat.search`)."""
+        return search.messages_matching(queryset, search.terms(search_term)), False
 
     @admin.display(description="path", ordering="version")
     def path(self, obj: Message) -> str:

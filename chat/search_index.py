@@ -1,0 +1,226 @@
+"""The full-text index behind search, one backend per database (made by migration 0019).
+
+PostgreSQL: a stored tsvector on messages (text weighted A, tool names B) and on
+conversations (title), GIN-indexed, ranked with ts_rank. SQLite: FTS5 tables kept in step by
+triggers, ranked with bm25. Both split text into runs of letters and digits, lower-cased, accents
+kept, so a query finds the same rows on either.
+
+The query language is the same on both: a word is its tokens in sequence, the last one a prefix
+(search as you type); a quoted phrase is its tokens in sequence, exactly. Every token is quoted
+for the engine, so no character a person types is ever an operator.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import BooleanField, Exists, F, FloatField, Func, OuterRef, Q, QuerySet, Value
+from django.db.models.expressions import RawSQL
+from django.db.models.sql.compiler import SQLCompiler
+
+from chat.models import Message
+
+TOKEN = re.compile(r"[^\W_]+")
+"""A token as both engines see it: a run of letters and digits (punctuation and _ split)."""
+MAX_TOKENS = 16
+"""Tokens a term keeps: a pasted paragraph is not a phrase anyone is looking for."""
+
+
+@dataclass(frozen=True)
+class Term:
+    """One thing every hit contains: a word (`exact` False: its last token is a prefix) or a
+    quoted phrase (`exact`: the tokens as typed, in sequence)."""
+
+    text: str
+    tokens: tuple[str, ...]
+    exact: bool
+
+    @classmethod
+    def of(cls, text: str, *, exact: bool) -> Term | None:
+        """The term of a word or phrase as typed; None when it has no letter or digit."""
+        tokens = tuple(TOKEN.findall(text))[:MAX_TOKENS]
+        return cls(text, tokens, exact) if tokens else None
+
+    def key(self) -> tuple[tuple[str, ...], bool]:
+        return tuple(token.casefold() for token in self.tokens), self.exact
+
+    def pattern(self) -> str:
+        """A regular expression for where this term is in a text (for highlighting): its tokens
+        as whole words (the last one completed unless exact), anything but letters and digits
+        between them."""
+        joined = r"[\W_]+".join(re.escape(token) for token in self.tokens)
+        return rf"(?<![^\W_]){joined}" + (r"(?![^\W_])" if self.exact else r"[^\W_]*")
+
+
+class Backend(Protocol):
+    """How one database finds terms. `everywhere` (the admin's view) also reads tool names;
+    otherwise only a message's text counts."""
+
+    def messages(self, terms: Sequence[Term], *, everywhere: bool) -> Q:
+        """On messages: those that contain any of `terms`."""
+
+    def titles(self, term: Term) -> Q:
+        """On conversations: those whose title contains `term`."""
+
+    def containing(self, messages: QuerySet[Message]) -> Q:
+        """On conversations: those that have one of `messages`."""
+
+    def ranked(
+        self, messages: QuerySet[Message], terms: Sequence[Term], *, everywhere: bool
+    ) -> QuerySet[Message]:
+        """`messages` that contain any of `terms`, with `score`: higher is a better match."""
+
+
+class _OwnColumn(Func):
+    """An expression over a column the model does not declare (the stored vector): the row is
+    given by its primary key, whose alias the compiled column carries into subqueries too."""
+
+    column = ""
+
+    def own(self, compiler: SQLCompiler) -> str:
+        pk = self.get_source_expressions()[0]
+        return f"{compiler.quote_name_unless_alias(pk.alias)}.{self.column}"
+
+
+class _Matches(_OwnColumn):
+    output_field = BooleanField()
+    conditional = True
+    column = "search_vector"
+
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, Any]:
+        query = self.get_source_expressions()[1]
+        sql, params = compiler.compile(query)
+        return f"{self.own(compiler)} @@ to_tsquery('simple', {sql})", params
+
+
+class _Rank(_OwnColumn):
+    output_field = FloatField()
+    column = "search_vector"
+
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, Any]:
+        query = self.get_source_expressions()[1]
+        sql, params = compiler.compile(query)
+        # Normalized by length (1 + log of it), as bm25 weighs a match in a short text above
+        # one in a long text.
+        return f"ts_rank({self.own(compiler)}, to_tsquery('simple', {sql}), 1)", params
+
+
+def _quoted(token: str, quote: str) -> str:
+    return quote + token.replace(quote, quote * 2) + quote
+
+
+class Postgres:
+    """Full-text search over the stored `search_vector` columns (GIN indexes)."""
+
+    @staticmethod
+    def query(terms: Sequence[Term], *, weight: str = "") -> str:
+        """The tsquery text of any of `terms`, each token quoted; `weight` limits it to text of
+        that weight (A: a message's text)."""
+
+        def lexeme(token: str, prefix: bool) -> str:
+            return _quoted(token.replace("\\", "\\\\"), "'") + (":*" if prefix else ":") + weight
+
+        phrases = []
+        for term in terms:
+            last = len(term.tokens) - 1
+            tokens = [lexeme(t, not term.exact and n == last) for n, t in enumerate(term.tokens)]
+            phrases.append("(" + " <-> ".join(tokens) + ")")
+        return " | ".join(phrases)
+
+    def _weight(self, everywhere: bool) -> str:
+        return "" if everywhere else "A"
+
+    def messages(self, terms: Sequence[Term], *, everywhere: bool) -> Q:
+        return Q(_Matches(F("pk"), Value(self.query(terms, weight=self._weight(everywhere)))))
+
+    def titles(self, term: Term) -> Q:
+        return Q(_Matches(F("pk"), Value(self.query([term]))))
+
+    def containing(self, messages: QuerySet[Message]) -> Q:
+        # Correlated: PostgreSQL chooses per query between walking the conversations (and
+        # stopping at a page's end, for a common word) and hashing the index's matches (a rare
+        # one).
+        return Q(Exists(messages.filter(conversation=OuterRef("pk"))))
+
+    def ranked(
+        self, messages: QuerySet[Message], terms: Sequence[Term], *, everywhere: bool
+    ) -> QuerySet[Message]:
+        query = self.query(terms, weight=self._weight(everywhere))
+        return messages.filter(self.messages(terms, everywhere=everywhere)).annotate(
+            score=_Rank(F("pk"), Value(query))
+        )
+
+
+class _Bm25(Func):
+    """A message's FTS5 score for a match expression, NULL when it does not match: a lookup
+    by rowid, so scoring a few messages never reads every match."""
+
+    output_field = FloatField()
+    template = "(SELECT -rank FROM chat_message_fts WHERE chat_message_fts MATCH %(expressions)s)"
+    arg_joiner = " AND rowid = "
+
+
+class Sqlite:
+    """FTS5 tables `chat_message_fts` (text, tools) and `chat_conversation_fts` (title)."""
+
+    @staticmethod
+    def query(terms: Sequence[Term], *, column: str = "") -> str:
+        """The FTS5 match expression of any of `terms`, each phrase quoted; `column` limits it
+        to one column."""
+        phrases = []
+        for term in terms:
+            phrase = _quoted(" ".join(term.tokens), '"') + ("" if term.exact else " *")
+            phrases.append(f"{column} : {phrase}" if column else phrase)
+        return " OR ".join(phrases)
+
+    def _column(self, everywhere: bool) -> str:
+        return "" if everywhere else "text"
+
+    def messages(self, terms: Sequence[Term], *, everywhere: bool) -> Q:
+        match = self.query(terms, column=self._column(everywhere))
+        sql = "SELECT rowid FROM chat_message_fts WHERE chat_message_fts MATCH %s"
+        return Q(pk__in=RawSQL(sql, [match]))
+
+    def titles(self, term: Term) -> Q:
+        sql = "SELECT rowid FROM chat_conversation_fts WHERE chat_conversation_fts MATCH %s"
+        return Q(pk__in=RawSQL(sql, [self.query([term])]))
+
+    def containing(self, messages: QuerySet[Message]) -> Q:
+        # Uncorrelated: SQLite reads the index's matches once for the whole query.
+        return Q(pk__in=messages.values("conversation_id"))
+
+    def ranked(
+        self, messages: QuerySet[Message], terms: Sequence[Term], *, everywhere: bool
+    ) -> QuerySet[Message]:
+        match = self.query(terms, column=self._column(everywhere))
+        scored = messages.annotate(score=_Bm25(Value(match), F("pk")))
+        return scored.filter(score__isnull=False)
+
+
+BACKENDS: dict[str, Backend] = {"postgresql": Postgres(), "sqlite": Sqlite()}
+
+
+def backend() -> Backend:
+    """The backend of the database in use; the others have no index (no search)."""
+    return BACKENDS[connection.vendor]
