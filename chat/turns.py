@@ -113,6 +113,10 @@ WINDOW = 50
 """About how many messages of a conversation a page shows at once: a page costs what it shows,
 not the conversation's length."""
 
+LONGEST_TURN = 10 * WINDOW
+"""How far back a window looks for the question of the turn it would cut: a longer turn (or a
+stretch without questions, as an imported agent log may be) is cut where the window ends."""
+
 
 @dataclass(frozen=True)
 class Window:
@@ -140,22 +144,25 @@ class Window:
 def window_before(conversation: Conversation, before: int | None = None) -> Window:
     """The last WINDOW or so messages before message `before` (the latest, without it): from
     the first user message among them, or back to the user message of a turn longer than the
-    window."""
+    window (one query: the roles of up to LONGEST_TURN messages, not their rows)."""
     rows = conversation.messages.active().order_by("-index")
     if before is not None:
         rows = rows.filter(index__lt=before)
-    last = list(rows.values_list("index", "role")[:WINDOW])
-    if len(last) < WINDOW:
+    last = list(rows.values_list("index", "role")[: LONGEST_TURN + 1])
+    if len(last) <= WINDOW:
         return Window(0, before)
     users = [index for index, role in last if role == Message.Role.USER]
-    if users:
-        return Window(min(users), before)
-    return Window(_turn_start(conversation, last[-1][0]), before)
+    within = [index for index in users if index >= last[WINDOW - 1][0]]
+    if within or users:
+        return Window(min(within) if within else max(users), before)
+    if len(last) <= LONGEST_TURN:
+        return Window(0, before)  # no question since the path's start: one turn
+    return Window(last[WINDOW - 1][0], before)  # a turn longer than LONGEST_TURN: cut
 
 
 def window_at(conversation: Conversation, index: int) -> Window:
     """The window a link to message `index` opens: from the user message of its turn, WINDOW
-    or so messages on, to the next user message (the latest window when that reaches the end)."""
+    or so messages on, to the next user message (the latest window when that is near)."""
     start = _turn_start(conversation, index)
     ahead = list(
         conversation.messages.active()
@@ -168,25 +175,34 @@ def window_at(conversation: Conversation, index: int) -> Window:
     sooner = [i for i, role in ahead[1:WINDOW] if role == Message.Role.USER]
     if later or sooner:
         return Window(start, later[0] if later else sooner[-1])
+    last = ahead[-1][0]
+    rows = conversation.messages.active()
     after = (
-        conversation.messages.active()
-        .filter(index__gt=ahead[-1][0], role=Message.Role.USER)
+        rows.filter(index__gt=last, index__lte=last + LONGEST_TURN, role=Message.Role.USER)
         .values_list("index", flat=True)
         .first()
     )
-    return Window(start, after)
+    if after is not None:
+        return Window(start, after)
+    if rows.filter(index__gt=last + LONGEST_TURN).exists():
+        return Window(start, ahead[WINDOW][0])  # a turn longer than LONGEST_TURN: cut
+    return Window(start)
 
 
 def _turn_start(conversation: Conversation, index: int) -> int:
-    """The index of the last user message at or before `index` (0 when none)."""
+    """The index of the last user message at or before `index`, within LONGEST_TURN: 0 when
+    none is and that reaches the path's start, else `index` itself."""
+    floor = max(0, index - LONGEST_TURN)
     found = (
         conversation.messages.active()
-        .filter(index__lte=index, role=Message.Role.USER)
+        .filter(index__lte=index, index__gte=floor, role=Message.Role.USER)
         .order_by("-index")
         .values_list("index", flat=True)
         .first()
     )
-    return found or 0
+    if found is not None:
+        return found
+    return 0 if floor == 0 else index
 
 
 def conversation_turns(conversation: Conversation, window: Window | None = None) -> list[Turn]:

@@ -300,9 +300,9 @@ def test_query_count_does_not_grow_with_messages_or_tool_calls(staff: Client) ->
     big_counts = page_queries(staff, big)
 
     assert big_counts == small_counts
-    # Session, user, conversation, forks; all messages and the versions, version points;
-    # runs, model calls, their leases, tool calls.
-    assert small_counts["conversation"] <= 11
+    # Session, user, conversation, forks; the window, its messages and versions; runs, model
+    # calls, their leases, tool calls; the path's messages and tool calls counted.
+    assert small_counts["conversation"] <= 13
     count, page = queries(staff, url(Conversation, "change", big.pk))
     assert count == small_counts["conversation"]
     assert page.count('class="chat-message ') == 500

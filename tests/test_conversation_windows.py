@@ -4,18 +4,24 @@ windows, and a page that costs the same whatever the conversation's length."""
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Callable
 from typing import Any
 
 import pytest
+from channels.db import database_sync_to_async
 from django.db import connection
-from django.test import Client
+from django.test import AsyncClient, Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from chat import agent, transcripts
+from chat.agent.scripted import ScriptedChatClient
 from chat.models import Conversation, Message, ModelCall, Run, ToolCall
+from chat.runs import lifecycle
 from chat.testing import factories as make
+from chat.testing.sockets import DONE, connect, frames_until, send, streamed_text
 from chat.transcripts import versions
 from chat.turns import WINDOW
 
@@ -286,3 +292,86 @@ def test_points_read_the_window_alone(long: Conversation) -> None:
     assert set(versions.points(long)) == set(made)
     assert set(versions.points(long, 100, 300)) == {made[1]}
     assert set(versions.points(long, 300)) == {made[2]}
+
+
+@pytest.fixture
+def scripted(monkeypatch: pytest.MonkeyPatch) -> Callable[[list[str]], None]:
+    """Runs of the test answer with these scripted replies, in turn."""
+
+    def use(replies: list[str]) -> None:
+        client = ScriptedChatClient(replies)
+        monkeypatch.setattr(lifecycle, "build_client", lambda *_, **__: client)
+
+    return use
+
+
+async def _get(client: AsyncClient, url: str) -> str:
+    response = await client.get(url, headers=HX)
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_live_reply_while_an_earlier_window_is_loaded(
+    scripted: Callable[[list[str]], None],
+) -> None:
+    owner = await database_sync_to_async(make.user)()
+    made = await database_sync_to_async(long_conversation)(owner, 400)
+    client = AsyncClient()
+    await client.aforce_login(owner)
+    page_url = reverse("chat:conversation_detail", args=[made.pk])
+    before = earlier(await _get(client, page_url))
+    assert before is not None
+    loaded = indexes(await _get(client, window_url(made, before)))
+    old = await _get(client, f"{page_url}?at=30")
+
+    scripted(["the streamed answer"])
+    socket = await connect(owner, made)
+    await send(socket, "a question at the end")
+    frames = await frames_until(socket, DONE)
+    await socket.disconnect()
+
+    opening = next(f for f in frames if 'id="transcript" hx-swap-oob="beforeend"' in f)
+    assert "a question at the end" in opening
+    assert not any('hx-swap-oob="innerHTML"' in f for f in frames)  # windows above stay
+    assert "the streamed answer" in streamed_text(frames) + frames[-1]
+    # The window loaded above is the same rows after the reply; the latest page ends with it.
+    assert indexes(await _get(client, window_url(made, before))) == loaded
+    latest = await _get(client, page_url)
+    assert "a question at the end" in latest and indexes(latest)[-1] == 401
+    # A page showing an old window takes the same frames into its hidden sink, not the window.
+    sink = old.index('<div id="transcript" class="live-sink" hidden></div>')
+    assert old.index('id="transcript-window"') < sink
+    assert old.index(f'id="message-{indexes(old)[-1]}"') < sink
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_edit_and_switch_a_turn_of_an_earlier_window_over_the_socket(
+    scripted: Callable[[list[str]], None],
+) -> None:
+    owner = await database_sync_to_async(make.user)()
+    made = await database_sync_to_async(long_conversation)(owner, 400)
+    at = await database_sync_to_async(question_from)(made, 150)
+    client = AsyncClient()
+    await client.aforce_login(owner)
+    page_url = reverse("chat:conversation_detail", args=[made.pk])
+
+    scripted(["the edited answer"])
+    socket = await connect(owner, made)
+    frame = {"action": "edit", "index": str(at), "message": "asked differently"}
+    await socket.send_to(text_data=json.dumps(frame))
+    frames = await frames_until(socket, DONE)
+    opening = next(f for f in frames if 'id="transcript" hx-swap-oob="innerHTML"' in f)
+    # The new path ends at the edit: its latest window holds the edited turn, and its start.
+    assert f'id="message-{at}"' in opening and "asked differently" in opening
+    assert "Show earlier messages" in opening and len(opening) < 200_000
+    assert "version 2 of 2" in frames[-1]
+
+    await socket.send_to(text_data=json.dumps({"action": "switch", "index": at, "version": 1}))
+    shown = (await frames_until(socket, 'hx-swap-oob="innerHTML"'))[-1]
+    await socket.disconnect()
+    # Back on the long path, the latest window no longer holds message `at`: the page that
+    # switched opens ?at= (chat.js), where the turn shows its first version.
+    assert f'id="message-{at}"' not in shown and indexes(shown)[-1] == 399
+    there = await _get(client, f"{page_url}?at={at}")
+    assert f'id="message-{at}"' in there and "version 1 of 2" in there

@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from chat import access, search
+from chat import access, search, windows
 from chat.forms import DEFAULT_PROVIDER_LABEL
 from chat.models import Conversation, ConversationQuerySet, EvalResult, Purpose
 from chat.models.agents import BUILT_IN_NAME
@@ -100,7 +100,7 @@ class ConversationAdmin(LabAdmin):
         obj: Conversation | None = None,
     ) -> HttpResponse:
         if obj is not None:
-            context["transcript"] = transcript(obj)
+            context["transcript"] = transcript(obj, windows.requested(obj, request.GET))
             # Back to the chat page, for whoever may open it there (staff get no more there).
             if access.may(request.user, access.Action.READ, obj):
                 context["chat_url"] = reverse("chat:conversation_detail", args=[obj.pk])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from django.db.models import Prefetch
+from django.db.models import Prefetch, Q
 from django.utils.safestring import SafeString
 
 from chat import agent, media, waterfall
@@ -15,6 +15,7 @@ from chat.models import Conversation, Message, ModelCall, Run, ToolCall, Version
 from chat.templatetags.chat_tags import pill as render_pill
 from chat.templatetags.chat_tags import pretty
 from chat.transcripts import versions
+from chat.turns import WINDOW, Window
 
 from .base import pill
 
@@ -107,25 +108,58 @@ class Transcript:
     runs_without_messages: list[RunView]
     tool_calls: int
     versions: list[VersionView] = field(default_factory=list)
+    window: Window = field(default_factory=lambda: Window(0))
+    messages: int = 0
+    """Messages on the whole active path (the window shows some of them)."""
+    archived_cut: bool = False
+    """Whether the window's archived versions hold more messages than the page shows."""
+
+    @property
+    def last(self) -> int | None:
+        """The index of the window's last message."""
+        return self.entries[-1].message.index if self.entries else None
 
 
-def transcript(conversation: Conversation) -> Transcript:
-    """The active path in order, runs and tool-call logs attached, then the archived versions:
-    six queries in all.
+ARCHIVED_ROWS = 4 * WINDOW
+"""The archived versions' messages a page shows at most, beside the window's own."""
+
+
+def transcript(conversation: Conversation, window: Window | None = None) -> Transcript:
+    """A window of the active path in order (all of it without one), runs and tool-call logs
+    attached, then the archived versions that branch off inside it: a dozen queries whatever
+    the conversation's length.
 
     A run's header comes with its first message shown, on the active path or else in a version.
     """
-    paths = versions.paths(conversation)
-    points = versions.points(conversation)
+    window = window or Window(0)
+    active = window.rows(conversation)
+    branches = conversation.versions.filter(index__gte=window.start).select_related("parent")
+    if window.end is not None:
+        branches = branches.filter(index__lt=window.end)
+    archived = list(branches.order_by("index", "number", "pk"))
+    own: dict[int, list[Message]] = {}
+    archived_rows: list[Message] = []
+    if archived:
+        rows = Message.objects.filter(version__in=archived).order_by("version", "index")
+        archived_rows = list(rows[: ARCHIVED_ROWS + 1])
+    for row in archived_rows[:ARCHIVED_ROWS]:
+        own.setdefault(row.version_id or 0, []).append(row)
+    paths = [versions.Path(None, active)] + [versions.Path(v, own.get(v.pk, [])) for v in archived]
+    points = versions.points_of((v.index, v.number) for v in archived if v.parent_id is None)
+    shown_runs = Q(pk__in={row.run_id for path in paths for row in path.messages if row.run_id})
+    if window.latest:
+        shown_runs |= Q(messages=None)
     runs = list(
-        conversation.runs.select_related("created_by")
+        conversation.runs.filter(shown_runs)
+        .distinct()
+        .select_related("created_by")
         .prefetch_related(
             Prefetch("model_calls", queryset=ModelCall.objects.order_by("step")), "leases"
         )
         .order_by("started_at", "id")
     )
     logs = list(
-        ToolCall.objects.filter(run__conversation=conversation)
+        ToolCall.objects.filter(run__in=runs)
         .select_related("decided_by")
         .defer("raw_result")  # megabytes of media; a call's own page shows it
         .order_by("step", "position", "id")
@@ -142,16 +176,22 @@ def transcript(conversation: Conversation) -> Transcript:
     entries = sections.entries(paths[0])
     for entry in entries:
         entry.point = points.get(entry.message.index)
-    archived = {path.version.pk: path.version for path in paths if path.version is not None}
-    listed = []
-    for path in paths:
-        if path.version is None:
-            continue
-        parent = path.version.parent_id
-        parent_version = archived[parent] if parent is not None else None
-        listed.append(VersionView(path.version, parent_version, sections.entries(path)))
+    listed = [
+        VersionView(p.version, p.version.parent, sections.entries(p))
+        for p in paths[1:]
+        if p.version
+    ]
     unshown = [view for pk, view in views.items() if pk not in sections.shown]
-    return Transcript(entries, unshown, len(logs), listed)
+    calls = ToolCall.objects.filter(run__conversation=conversation).count()
+    return Transcript(
+        entries,
+        unshown,
+        calls,
+        listed,
+        window,
+        conversation.messages.active().count(),
+        len(archived_rows) > ARCHIVED_ROWS,
+    )
 
 
 @dataclass

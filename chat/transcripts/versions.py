@@ -49,11 +49,16 @@ def _free_number(numbers: Iterable[int]) -> int:
 def points(conversation: Conversation, start: int = 0, end: int | None = None) -> dict[int, Point]:
     """The version points of the active path, by message index, from `start` up to `end`
     (excluded; None: the end): one query that reads a page's window alone."""
-    numbers: dict[int, list[int]] = {}
     top = conversation.versions.filter(parent=None, index__gte=start)
     if end is not None:
         top = top.filter(index__lt=end)
-    for index, number in top.values_list("index", "number"):
+    return points_of(top.values_list("index", "number"))
+
+
+def points_of(top: Iterable[tuple[int, int]]) -> dict[int, Point]:
+    """The version points of the active path from its top-level versions' (index, number)."""
+    numbers: dict[int, list[int]] = {}
+    for index, number in top:
         numbers.setdefault(index, []).append(number)
     return {
         index: Point(index, _free_number(taken), len(taken) + 1) for index, taken in numbers.items()
