@@ -141,6 +141,13 @@ def test_on_a_phone_the_drawer_scrolls_and_loads_more(
     scroll_list_to_end(page)
 
     expect(own_links(page)).to_have_count(2 * PAGE)
+    # The list scrolls in a box of its own: what follows it stays a drawer's scroll away.
+    box = page.locator("#conversation-results").bounding_box()
+    assert box is not None and box["height"] < VIEWPORTS["phone"]["height"]
+    page.locator("#sidebar").evaluate("drawer => { drawer.scrollTop = drawer.scrollHeight; }")
+    expect(page.get_by_text("Rename, share or delete")).to_be_in_viewport()
+    page.wait_for_timeout(300)
+    expect(own_links(page)).to_have_count(2 * PAGE)
 
 
 def test_screens_of_a_long_sidebar(page: Page, live_server_url: str, login: Any) -> None:
