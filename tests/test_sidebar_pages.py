@@ -25,6 +25,13 @@ MORE = re.compile(r'<a href="([^"]+)" hx-get="\1" hx-trigger="click, intersect o
 HX = {"HX-Request": "true"}
 
 
+def noon(days_ago: int = 0) -> datetime:
+    """Midday, `days_ago` days back: conversations minutes apart from then share a date group
+    whatever the hour the test runs at (one later today counts as today)."""
+    today = timezone.localtime().replace(hour=12, minute=0, second=0, microsecond=0)
+    return today - timedelta(days=days_ago)
+
+
 def made(
     owner: Any,
     count: int,
@@ -34,9 +41,9 @@ def made(
     title: str = "Plan {}",
     **fields: Any,
 ) -> list[Conversation]:
-    """`count` conversations of `owner`, most recent first: the first updated at `start` (now),
-    each next one `step` earlier."""
-    start = start or timezone.now()
+    """`count` conversations of `owner`, most recent first: the first updated at `start` (today
+    at noon), each next one `step` earlier."""
+    start = start or noon()
     rows = Conversation.objects.bulk_create(
         Conversation(owner=owner, title=title.format(n), **fields) for n in range(count)
     )
@@ -95,7 +102,7 @@ def test_a_next_page_continues_the_date_group_the_list_ends_in(
     client_in: Client, user: Any
 ) -> None:
     today = made(user, 60, title="Today {}")
-    older = made(user, 60, start=timezone.now() - timedelta(days=90), title="Older {}")
+    older = made(user, 60, start=noon(90), title="Older {}")
 
     first = client_in.get(reverse("chat:evals:index")).content.decode()
     second, third = every_page(client_in, first)
@@ -144,7 +151,7 @@ def test_a_list_drawn_before_midnight_is_continued_under_the_group_it_shows(
     client_in: Client, user: Any
 ) -> None:
     """The list says which group it ends in: its labels may have aged since it was drawn."""
-    rows = made(user, 3, start=timezone.now() - timedelta(days=1))
+    rows = made(user, 3, start=noon(1))
     url = reverse("chat:sidebar_more", args=["mine"])
     after = str(sidebar.Cursor.of(rows[0]))
 
@@ -227,14 +234,17 @@ def test_another_users_conversations_never_appear(client_in: Client, user: Any) 
     assert set(links(from_theirs.content.decode())) <= {row.pk for row in mine}
 
 
-def test_the_shared_list_is_bounded_the_same_way(client_in: Client, user: Any) -> None:
+def test_the_shared_list_is_bounded_the_same_way(
+    client_in: Client, user: Any, django_assert_max_num_queries: Callable[..., Any]
+) -> None:
     bob = make.user("bob")
     shared = made(bob, 70, shared=True, title="Bob's {}")
     made(bob, 5, title="Private {}")
     made(user, 3, shared=True, title="Mine shared {}")
 
     first = client_in.get(reverse("chat:evals:index")).content.decode()
-    pages = every_page(client_in, first, "Show more shared conversations")
+    with django_assert_max_num_queries(3):  # session, user, the page with its owners
+        pages = every_page(client_in, first, "Show more shared conversations")
 
     assert shared_links(first)[: sidebar.PAGE] == [row.pk for row in shared[:50]]
     assert [shared_links(page) for page in pages] == [[row.pk for row in shared[50:]]]
@@ -300,7 +310,7 @@ def cost(owner: Any, history: int) -> dict[str, tuple[int, int]]:
     """Each page's (queries, bytes) for `owner`, who has `history` conversations, one of them
     the conversation every page shows."""
     shown = make.rich_conversation(owner)
-    made(owner, history - 1, start=timezone.now() - timedelta(days=3), title="Quarterly plan {}")
+    made(owner, history - 1, start=noon(3), title="Quarterly plan {}")
     client = Client()
     client.force_login(owner)
     found = {}

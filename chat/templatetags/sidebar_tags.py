@@ -29,7 +29,7 @@ def first_page(conversations: QuerySet[Conversation]) -> sidebar.Page:
 
 
 @register.simple_tag
-def more_url(part: str, shown: sidebar.Page, current: int | None = None) -> str:
+def more_url(part: str, shown: sidebar.Page, current: object = None) -> str:
     """Where the page after `shown` of the list `part` comes from, the page's conversation
     (`current`) marked in it."""
     query: dict[str, object] = {"after": shown.next}

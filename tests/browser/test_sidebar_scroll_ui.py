@@ -8,12 +8,12 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.utils import timezone
 from playwright.sync_api import Browser, Page, expect
 
 from chat.models import Conversation
 from chat.sidebar import PAGE
 from tests.browser.test_screens import VIEWPORTS, look
+from tests.test_sidebar_pages import noon
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -34,10 +34,7 @@ GROUP_LABELS = ["Today", "Yesterday", "Previous 7 days", "Previous 30 days", "Ol
 
 def history(owner: Any) -> list[Conversation]:
     """300 conversations over every date group, most recent first."""
-    now = timezone.now()
-    moments = [
-        now - timedelta(days=days, minutes=n * 7) for days, count in AGES for n in range(count)
-    ]
+    moments = [noon(days) - timedelta(minutes=n * 7) for days, count in AGES for n in range(count)]
     rows = Conversation.objects.bulk_create(
         Conversation(owner=owner, title=f"{TOPICS[n % len(TOPICS)]} #{len(moments) - n}")
         for n in range(len(moments))
