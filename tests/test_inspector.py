@@ -250,7 +250,7 @@ def test_a_chat_runs_page_is_its_readers_and_leads_back_to_the_turn(
     their_run = make.run_turn(theirs, "hi", ScriptedChatClient(["x"]))
 
     html = client_in.get(reverse("chat:run_detail", args=[mine.pk, run.pk])).content.decode()
-    back = reverse("chat:conversation_detail", args=[mine.pk]) + f"#turn-{run.pk}"
+    back = reverse("chat:conversation_detail", args=[mine.pk]) + f"?run={run.pk}#turn-{run.pk}"
     assert f'href="{back}"' in html and "Back to the conversation" in html
     assert '<svg class="waterfall waterfall-wide"' in html
     page = reverse("chat:run_detail", args=[theirs.pk, their_run.pk])

@@ -254,14 +254,20 @@
   // A version made or shown from this tab (switch, edit, regenerate at message N): once the
   // transcript is re-rendered, message N keeps its place on screen; when the window shown no
   // longer holds it (an older window, or one further back), the page opens the one that does.
+  // A message sent from an older window opens the latest, where its reply streams.
   var asked = null;
   document.addEventListener("htmx:wsAfterSend", function (event) {
     var frame;
     try { frame = JSON.parse(event.detail.message); } catch (e) { return; }
+    var sink = document.getElementById("transcript");
+    if (!sink) return;
+    if (frame.action === "send" && sink.hidden) {  // an older window: the reply comes at the end
+      asked = { index: null, first: sink.firstElementChild, top: null };
+      return;
+    }
     if (["switch", "edit", "regenerate"].indexOf(frame.action) < 0) return;
     var index = parseInt(frame.index, 10);
-    var sink = document.getElementById("transcript");
-    if (isNaN(index) || !sink) return;
+    if (isNaN(index)) return;
     var shown = document.getElementById("message-" + index);
     asked = { index: index, first: sink.firstElementChild, top: shown ? shown.getBoundingClientRect().top : null };
   });
@@ -271,7 +277,9 @@
     var was = asked;
     asked = null;
     var shown = sink.hidden ? null : document.getElementById("message-" + was.index);
-    if (!shown) {
+    if (was.index === null) {
+      location.assign(location.pathname);
+    } else if (!shown) {
       location.assign(location.pathname + "?at=" + was.index + "#message-" + was.index);
     } else if (was.top !== null) {
       window.scrollBy(0, shown.getBoundingClientRect().top - was.top);
