@@ -62,6 +62,38 @@ def test_show_earlier_messages_comes_in_place_by_mouse_and_keyboard(
     assert ids == sorted(ids) and len(set(ids)) == len(ids) and ids[-1] == 399
 
 
+def test_copy_regenerate_and_switch_a_turn_of_an_earlier_window(
+    page: Page, live_server_url: str, login: Any
+) -> None:
+    made = long_conversation(login(), 400)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server_url)
+    page.goto(f"{live_server_url}/c/{made.pk}/")
+    show_earlier(page)
+    turn = page.locator("#transcript > .turn").first
+    question = int(str(turn.locator(".message.user").get_attribute("id")).split("-")[1])
+    answer = str(turn.locator(".text").inner_text()).strip()
+
+    copy = turn.get_by_role("button", name="Copy message").last
+    copy.click()
+    expect(copy).to_have_text("Copied")
+    assert page.evaluate("navigator.clipboard.readText()") == answer
+
+    turn.get_by_role("button", name="Regenerate reply").click()
+    # The path now ends with that turn: the latest window holds it, where it was on screen.
+    redone = page.locator(f"#message-{question}").locator("xpath=..")
+    expect(redone.locator(".version-count")).to_contain_text("2 / 2", timeout=10_000)
+    expect(page.locator(f"#message-{question}")).to_be_in_viewport()
+    expect(page.locator("#transcript > .turn").last).to_have_id(str(redone.get_attribute("id")))
+
+    redone.get_by_role("button", name="Previous version").click()
+    # Back on the long path, the latest window does not hold it: the page opens the one that does.
+    expect(page).to_have_url(f"{live_server_url}/c/{made.pk}/?at={question}#message-{question}")
+    expect(page.locator(f"#message-{question}")).to_be_in_viewport()
+    back = page.locator(f"#message-{question}").locator("xpath=..")
+    expect(back.locator(".version-count")).to_contain_text("1 / 2")
+    expect(back.locator(".text")).to_have_text(answer)
+
+
 def test_a_link_into_an_old_message_lands_on_it_and_a_reply_from_there_opens_the_latest(
     page: Page, live_server_url: str, login: Any
 ) -> None:
