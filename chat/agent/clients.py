@@ -30,7 +30,7 @@ from .messages import ChatMessage, EmptyContent
 from .redaction import longest_first, looks_secret, replace_secrets
 from .stream import ChatCompletionStreamParser, sse_lines
 from .tools import ToolDefinition
-from .wire import WireFormat, build_request_body
+from .wire import WireFormat, build_request_body, encode_body, payload_sha256
 
 logger = logging.getLogger(__name__)
 
@@ -146,9 +146,10 @@ class OpenAICompatibleChatClient:
             parameters=parameters,
             wire=self.wire,
         )
-        payload = json.dumps(body, ensure_ascii=False).encode()
+        payload = encode_body(body)
+        digest = payload_sha256(payload)
         started = time.monotonic()
-        response, attempts = await self._send("POST", "/chat/completions", payload, body)
+        response, attempts = await self._send("POST", "/chat/completions", payload, body, digest)
         parser = ChatCompletionStreamParser()
         received = False
         raw: list[tuple[float, str]] = []
@@ -159,6 +160,7 @@ class OpenAICompatibleChatClient:
                 partial=parser.partial(),
                 status_code=response.status_code,
                 request_body=body,
+                request_sha256=digest,
                 attempts=attempts,
             )
 
@@ -168,6 +170,7 @@ class OpenAICompatibleChatClient:
                 status_code=response.status_code,
                 attempts=attempts,
                 url=f"{self.base_url}/chat/completions",
+                sha256=digest,
             )
             try:
                 if is_json(response):
@@ -194,6 +197,7 @@ class OpenAICompatibleChatClient:
                         f"no response within {self.read_timeout:g}s (read timeout)",
                         status_code=response.status_code,
                         request_body=body,
+                        request_sha256=digest,
                         attempts=attempts,
                     ) from None
                 raise failure(
@@ -206,6 +210,7 @@ class OpenAICompatibleChatClient:
                         self._redact(f"the connection dropped before any data arrived: {exc}"),
                         status_code=response.status_code,
                         request_body=body,
+                        request_sha256=digest,
                         attempts=attempts,
                     ) from None
                 raise failure(
@@ -220,7 +225,7 @@ class OpenAICompatibleChatClient:
 
     async def list_models(self) -> list[str]:
         """The model ids the server offers (GET /models)."""
-        response, attempts = await self._send("GET", "/models", None, None)
+        response, attempts = await self._send("GET", "/models", None, None, "")
         try:
             data = json.loads(response.content)
             return [str(model["id"]) for model in data["data"]]
@@ -232,11 +237,17 @@ class OpenAICompatibleChatClient:
             ) from None
 
     async def _send(
-        self, method: str, path: str, payload: bytes | None, body: dict[str, Any] | None
+        self,
+        method: str,
+        path: str,
+        payload: bytes | None,
+        body: dict[str, Any] | None,
+        digest: str,
     ) -> tuple[httpx.Response, int]:
         """Send with retries until a 2xx response's headers arrive; the caller reads the body.
 
         GET responses come back fully read; POST responses come back open for streaming.
+        `digest` is the payload's sha256, carried with `body` by the errors raised here.
         """
         url = self._url + path
         headers = dict(self._headers)
@@ -259,6 +270,7 @@ class OpenAICompatibleChatClient:
                 raise ProviderConnectionError(
                     self._redact(f"invalid base URL {self.base_url}: {exc}"),
                     request_body=body,
+                    request_sha256=digest,
                     attempts=attempts,
                 ) from None
             try:
@@ -269,7 +281,7 @@ class OpenAICompatibleChatClient:
                     await self._wait(message, {}, attempts)
                     continue
                 raise ProviderConnectionError(
-                    message, request_body=body, attempts=attempts
+                    message, request_body=body, request_sha256=digest, attempts=attempts
                 ) from None
             if response.is_success:
                 return response, attempts
@@ -290,7 +302,11 @@ class OpenAICompatibleChatClient:
                 await self._wait(f"HTTP {status}: {message}", response.headers, attempts)
                 continue
             raise ProviderHTTPError(
-                message, status_code=status, request_body=body, attempts=attempts
+                message,
+                status_code=status,
+                request_body=body,
+                request_sha256=digest,
+                attempts=attempts,
             )
 
     async def _wait(self, reason: str, headers: Mapping[str, str], attempts: int) -> None:

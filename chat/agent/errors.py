@@ -16,12 +16,15 @@ class ChatClientError(Exception):
         *,
         status_code: int | None = None,
         request_body: dict[str, Any] | None = None,
+        request_sha256: str = "",
         attempts: int = 1,
     ) -> None:
         super().__init__(message)
         self.message = message
         self.status_code = status_code
         self.request_body = request_body
+        self.request_sha256 = request_sha256
+        """The sha256 of the bytes `request_body` was sent as (`wire.encode_body`)."""
         self.attempts = attempts
         self.raw: tuple[tuple[float, str], ...] = ()
 

@@ -55,12 +55,14 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class ModelRequestSent:
-    """The provider accepted the request: the exact body sent (no secrets in it)."""
+    """The provider accepted the request: the exact body sent (no secrets in it), and the sha256
+    of the bytes it was sent as (`wire.encode_body`)."""
 
     body: dict[str, Any]
     status_code: int = 200
     attempts: int = 1
     url: str = ""
+    sha256: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +103,7 @@ class ModelCallFailed:
     request_body: dict[str, Any] | None = None
     attempts: int = 1
     raw: RawStream = field(default=(), compare=False, repr=False)
+    request_sha256: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -144,6 +144,7 @@ class DebugRuntime:
                     request_body=exc.request_body,
                     attempts=exc.attempts,
                     raw=exc.raw,
+                    request_sha256=exc.request_sha256,
                 )
                 partial = exc.partial if isinstance(exc, StreamError) else None
                 if partial is None and (text or reasoning):

@@ -19,7 +19,7 @@ from .messages import ChatMessage, ToolCall
 from .stream import ChatCompletionStreamParser
 from .titles import TITLE_CHARS, clean_title
 from .tools import ToolDefinition, humanize
-from .wire import build_request_body
+from .wire import build_request_body, encode_body, payload_sha256
 
 SCRIPTED_MODEL = "scripted"
 SCRIPTED_LABEL = "Scripted model (offline)"
@@ -90,14 +90,17 @@ class ScriptedChatClient:
     ) -> AsyncIterator[StreamItem]:
         body = build_request_body(messages, model=self.model, tools=tools, parameters=parameters)
         self.requests.append(body)
+        digest = payload_sha256(encode_body(body))
         if self._turns is None:
             turn = respond(messages, [tool.name for tool in tools])
         elif self._turns:
             turn = self._turns.popleft()
         else:
-            raise ChatClientError("the scripted model has no turns left", request_body=body)
+            raise ChatClientError(
+                "the scripted model has no turns left", request_body=body, request_sha256=digest
+            )
         started = time.monotonic()
-        yield ModelRequestSent(body=body, url="scripted:")
+        yield ModelRequestSent(body=body, url="scripted:", sha256=digest)
         parser = ChatCompletionStreamParser()
         raw: list[tuple[float, str]] = []
         for chunk in _chunks(turn, body):
@@ -109,7 +112,7 @@ class ScriptedChatClient:
             if self.delay:
                 await asyncio.sleep(self.delay)
         if turn.error is not None:
-            turn.error.request_body = body
+            turn.error.request_body, turn.error.request_sha256 = body, digest
             turn.error.raw = tuple(raw)
             raise turn.error
         raw.append((round((time.monotonic() - started) * 1000, 1), "data: [DONE]"))

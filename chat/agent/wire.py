@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -104,6 +105,16 @@ def build_request_body(
         if wire.parallel_tool_calls:
             body["parallel_tool_calls"] = True
     return body
+
+
+def encode_body(body: Any) -> bytes:
+    """The exact bytes a request body is sent as: the one encoding its stored hash is checked by."""
+    return json.dumps(body, ensure_ascii=False).encode()
+
+
+def payload_sha256(payload: bytes) -> str:
+    """The hex sha256 of a sent payload, which proves a stored copy of the body exact."""
+    return hashlib.sha256(payload).hexdigest()
 
 
 def offered_tools(body: Any) -> list[str]:
