@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -89,13 +90,17 @@ class Step:
             f"  -d {shlex.quote(body)}"
         )
 
+    @cached_property
+    def raw_lines(self) -> list[tuple[str, str]]:
+        return self.model_call.raw_chunks() if self.model_call else []
+
     @property
     def raw(self) -> list[tuple[str, str]]:
-        return self.model_call.raw_chunks()[:MAX_RAW_ROWS] if self.model_call else []
+        return self.raw_lines[:MAX_RAW_ROWS]
 
     @property
     def raw_count(self) -> int:
-        return len(self.model_call.raw_stream.splitlines()) if self.model_call else 0
+        return len(self.raw_lines)
 
     @property
     def raw_cut(self) -> bool:

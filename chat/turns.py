@@ -223,7 +223,7 @@ def conversation_turns(conversation: Conversation, window: Window | None = None)
         calls.setdefault(call.run_id, []).append(call)
     model_calls: dict[int, list[ModelCall]] = {}
     for model_call in (
-        ModelCall.objects.filter(run__in=list(runs)).defer("request", "raw_stream").order_by("step")
+        ModelCall.objects.filter(run__in=list(runs)).without_payloads().order_by("step")
     ):
         model_calls.setdefault(model_call.run_id, []).append(model_call)
     annotations: dict[int, list[Annotation]] = {}
@@ -271,7 +271,7 @@ def turn_for_run(run: Run) -> Turn:
         run=run,
         replies=[m for m in messages if m.role == "assistant"],
         tool_calls=list(run.tool_calls.order_by("step", "position", "pk")),
-        model_calls=list(run.model_calls.defer("request", "raw_stream").order_by("step")),
+        model_calls=list(run.model_calls.without_payloads().order_by("step")),
         annotations=list(Annotation.objects.filter(run=run).select_related("author")),
     )
     if turn.start is not None and turn.start.version_id is None:

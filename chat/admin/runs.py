@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -38,6 +40,10 @@ class ModelCallInline(ReadOnlyInline):
     )
     readonly_fields = fields
     ordering = ("step",)
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        calls: Any = super().get_queryset(request)  # a ModelCallQuerySet
+        return calls.without_payloads()
 
 
 class RunLeaseInline(ReadOnlyInline):
@@ -138,8 +144,13 @@ class ModelCallAdmin(RunRecordAdmin):
         "error",
         "started_at",
         "request_json",
+        "raw_stream_display",
     )
-    readonly_fields = ("conversation", "usage", "request_json", "started_at")
+    readonly_fields = ("conversation", "usage", "request_json", "raw_stream_display", "started_at")
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        """The request and stream are read when shown (a call's own page), not for the list."""
+        return super().get_queryset(request).without_payloads()
 
     @admin.display(description="failed", boolean=True)
     def failed(self, obj: ModelCall) -> bool:
@@ -152,6 +163,10 @@ class ModelCallAdmin(RunRecordAdmin):
     @admin.display(description="request sent (secrets redacted)")
     def request_json(self, obj: ModelCall) -> SafeString:
         return folded(pretty_json(redact(obj.request, known_keys())))
+
+    @admin.display(description="raw stream (milliseconds, line)")
+    def raw_stream_display(self, obj: ModelCall) -> SafeString | str:
+        return obj.pruned_note or folded(obj.raw_stream) or "(not kept)"
 
 
 @admin.register(ToolCall)

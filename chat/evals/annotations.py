@@ -22,6 +22,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from chat import access
+from chat.agent import wire
 from chat.models import (
     Annotation,
     Conversation,
@@ -215,16 +216,12 @@ class Judgements:
 def offered_tools(call: ToolCall) -> list[str]:
     """The names of the tools offered to the model in the request that made `call` (those of
     every request of its run when that one was not recorded), and the call's own."""
-    requests = dict(
-        ModelCall.objects.filter(run_id=call.run_id).values_list("step", "request__tools")
-    )
-    chosen = [requests[call.step]] if requests.get(call.step) else list(requests.values())
-    names = {call.name}
-    for tools in chosen:
-        for tool in tools if isinstance(tools, list) else ():
-            function = tool.get("function") if isinstance(tool, dict) else None
-            if isinstance(function, dict) and isinstance(function.get("name"), str):
-                names.add(function["name"])
+    offers = {
+        model_call.step: wire.offered_tools(model_call.request)
+        for model_call in ModelCall.objects.filter(run_id=call.run_id).defer("raw_stream_zlib")
+    }
+    chosen = [offers[call.step]] if offers.get(call.step) else list(offers.values())
+    names = {call.name, *(name for offered in chosen for name in offered)}
     return sorted(names)
 
 

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import zlib
+from datetime import datetime
+from typing import Any
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.formats import date_format
+from django.utils.timezone import localtime
+
+from . import request_store
 
 
 class RunStatus(models.TextChoices):
@@ -285,16 +293,61 @@ class ToolCall(models.Model):
         return self.edited_arguments or self.arguments
 
 
+def packed(raw_stream: str) -> bytes:
+    """A raw stream as stored: zlib-compressed (its lines repeat the same JSON keys)."""
+    return zlib.compress(raw_stream.encode()) if raw_stream else b""
+
+
+class ModelCallQuerySet(models.QuerySet["ModelCall"]):
+    def _fetch_all(self) -> None:
+        # Calls fetched together rebuild their requests in one pass when one is read (an
+        # export's prefetch, a run's steps): reading each alone would read its chain each time.
+        fresh = self._result_cache is None
+        super()._fetch_all()
+        if fresh and self._result_cache and isinstance(self._result_cache[0], ModelCall):
+            request_store.share_batch(self._result_cache)
+
+    def without_payloads(self) -> ModelCallQuerySet:
+        """Without the stored request and raw stream: what pages that list calls need."""
+        return self.defer("request_delta", "raw_stream_zlib")
+
+    def prunable(self, before: datetime) -> ModelCallQuerySet:
+        """Calls started before `before` whose raw stream is still kept."""
+        return self.filter(started_at__lt=before, raw_pruned_at=None).exclude(raw_stream_zlib=b"")
+
+
 class ModelCall(Measured):
-    """One request to the provider: what was sent, what came back, and how long it took."""
+    """One request to the provider: what was sent, what came back, and how long it took.
+
+    The request body is stored as what the conversation's previous request lacked (see
+    `request_store`); `request` rebuilds it, checked against the sha256 of the bytes sent.
+    """
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls")
     step = models.PositiveIntegerField()
     model = models.CharField(max_length=200, blank=True)
     url = models.CharField(max_length=500, blank=True, help_text="Without credentials.")
-    request = models.JSONField(default=dict, help_text="The exact JSON body sent.")
-    raw_stream = models.TextField(
-        blank=True, help_text="The stream as received: one 'milliseconds<TAB>line' a line."
+    request_base = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.RESTRICT,
+        related_name="+",
+        help_text="The conversation's earlier call whose request this one extends; none: whole.",
+    )
+    request_delta = models.TextField(
+        default="{}", help_text="JSON text: the body sent, or what it adds to request_base's."
+    )
+    request_sha256 = models.CharField(
+        max_length=64, blank=True, help_text="Of the exact bytes sent (hex)."
+    )
+    raw_stream_zlib = models.BinaryField(
+        blank=True,
+        default=b"",
+        help_text="The stream as received, zlib-compressed: one 'milliseconds<TAB>line' a line.",
+    )
+    raw_pruned_at = models.DateTimeField(
+        null=True, blank=True, help_text="When `manage.py prune` dropped the raw stream."
     )
     preflight = models.JSONField(
         default=list, blank=True, help_text="History violations repaired before this request."
@@ -304,11 +357,40 @@ class ModelCall(Measured):
     finish_reason = models.CharField(max_length=40, blank=True)
     started_at = models.DateTimeField(auto_now_add=True)
 
+    objects = ModelCallQuerySet.as_manager()
+
     class Meta:
         ordering = ["run", "step"]
 
     def __str__(self) -> str:
         return f"Model call {self.step} of run {self.run_id}"
+
+    @property
+    def request(self) -> Any:
+        """The exact JSON body sent, rebuilt from the stored chain."""
+        return request_store.body_of(self)
+
+    @request.setter
+    def request(self, body: Any) -> None:
+        request_store.store_whole(self, body)
+
+    @property
+    def raw_stream(self) -> str:
+        """The stream as received: one 'milliseconds<TAB>line' a line."""
+        data = self.raw_stream_zlib
+        return zlib.decompress(data).decode() if data else ""
+
+    @raw_stream.setter
+    def raw_stream(self, text: str) -> None:
+        self.raw_stream_zlib = packed(text)
+
+    @property
+    def pruned_note(self) -> str:
+        """What readers say in place of a stream `manage.py prune` dropped; empty if it did not."""
+        if self.raw_pruned_at is None:
+            return ""
+        day = date_format(localtime(self.raw_pruned_at), "j F Y")
+        return f"The raw stream was pruned on {day}."
 
     def raw_chunks(self) -> list[tuple[str, str]]:
         """(milliseconds, line) pairs of the stored stream."""

@@ -25,10 +25,11 @@ from chat.models import (
     ToolCall,
     ToolCallStatus,
 )
+from chat.models.request_store import RequestChain
 from chat.turns import Turn
 
 from . import approvals
-from .steps import Step, fit
+from .steps import Step, fit, raw_column
 
 if TYPE_CHECKING:
     from .resume import Resumption
@@ -57,6 +58,7 @@ class Recorder:
         self.replies: list[Message] = []
         self.tool_calls: list[ToolCall] = []
         self.model_calls: list[ModelCall] = []
+        self.requests = RequestChain(run.conversation_id)
         self._final: tuple[Step, agent.ChatMessage, str | None] | None = None
         """A last turn (no tool calls) to be saved in one transaction with the run's end."""
         self._draft: Message | None = None
@@ -71,7 +73,7 @@ class Recorder:
             rows[point.draft.pk] = point.draft  # one object: the turn renders what is written
         self.replies = sorted(rows.values(), key=lambda row: row.index)
         self.tool_calls = list(ToolCall.objects.filter(run=run).defer("raw_result"))
-        self.model_calls = list(ModelCall.objects.filter(run=run).defer("request", "raw_stream"))
+        self.model_calls = list(ModelCall.objects.filter(run=run).without_payloads())
         self.usage = events.Usage(run.prompt_tokens, run.completion_tokens, run.total_tokens)
         self.started -= (timezone.now() - run.started_at).total_seconds()
         self.next_index, self._draft = point.next_index, point.draft
@@ -114,14 +116,15 @@ class Recorder:
                 self.step.draft, self._draft = self._draft, None
             case events.PreflightRepaired(_, violations) if step:
                 step.preflight = list(violations)
-            case events.ModelRequestSent(body, status_code, attempts, url) if step:
+            case events.ModelRequestSent(body, status_code, attempts, url, sha256) if step:
                 step.request, step.status_code, step.attempts = body, status_code, attempts
-                step.url = url
+                step.url, step.request_sha256 = url, sha256
             case events.Usage() if step:
                 self.usage += event - step.usage
                 step.usage = event
             case events.ModelCallFailed() if step:
-                step.request = event.request_body or step.request
+                if event.request_body:
+                    step.request, step.request_sha256 = event.request_body, event.request_sha256
                 step.status_code, step.attempts = event.status_code, event.attempts
                 step.raw = event.raw
                 await sync_to_async(self._save_model_call)(step, "", event.message)
@@ -184,16 +187,12 @@ class Recorder:
             self.first_token = now
 
     def _save_model_call(self, step: Step, finish_reason: str, error: str = "") -> None:
-        now = time.monotonic()
-        model_call = ModelCall.objects.create(
+        model_call = ModelCall(
             run=self.run,
             step=step.number,
             model=fit(ModelCall, "model", str(step.request.get("model", self.run.model))),
             url=step.url,
-            request=step.request,
-            raw_stream="\n".join(f"{ms:g}\t{line}" for ms, line in step.raw)
-            if settings.AGENTLAB_STORE_RAW_STREAM
-            else "",
+            raw_stream_zlib=raw_column(step.raw),
             preflight=step.preflight,
             http_status=step.status_code,
             attempts=step.attempts,
@@ -202,9 +201,10 @@ class Recorder:
             completion_tokens=step.usage.completion_tokens,
             total_tokens=step.usage.total_tokens,
             time_to_first_token=(step.first_token - step.started) if step.first_token else None,
-            duration=now - step.started,
+            duration=time.monotonic() - step.started,
             error=error,
         )
+        self.requests.save(model_call, step.request, step.request_sha256)
         self.model_calls.append(model_call)
         step.model_call_saved = True
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Model
 
 from chat import agent
 from chat.agent import events
 from chat.models import Message
+from chat.models.runs import packed
 
 
 def fit(model: type[Model], field: str, value: str) -> str:
@@ -19,11 +21,19 @@ def fit(model: type[Model], field: str, value: str) -> str:
     return value if limit is None or len(value) <= limit else value[: limit - 1] + "…"
 
 
+def raw_column(raw: events.RawStream) -> bytes:
+    """A stream as a model call stores it, or nothing when AGENTLAB_STORE_RAW_STREAM is off."""
+    if not settings.AGENTLAB_STORE_RAW_STREAM:
+        return b""
+    return packed("\n".join(f"{ms:g}\t{line}" for ms, line in raw))
+
+
 @dataclass
 class Step:
     number: int
     started: float
     request: dict[str, Any] = field(default_factory=dict)
+    request_sha256: str = ""
     status_code: int | None = None
     attempts: int = 1
     first_token: float | None = None

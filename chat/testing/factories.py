@@ -229,11 +229,11 @@ def rich_conversation(owner: User, title: str = "Time and notes") -> Conversatio
     )
     ModelCall.objects.bulk_create(
         [
-            ModelCall(
+            model_call(
+                {"model": "m-1", "messages": [{"role": "user", "content": "…"}]},
                 run=first,
                 step=1,
                 model="m-1",
-                request={"model": "m-1", "messages": [{"role": "user", "content": "…"}]},
                 http_status=200,
                 finish_reason="tool_calls",
                 prompt_tokens=10,
@@ -242,11 +242,11 @@ def rich_conversation(owner: User, title: str = "Time and notes") -> Conversatio
                 time_to_first_token=0.25,
                 duration=0.7,
             ),
-            ModelCall(
+            model_call(
+                {"model": "m-1", "messages": []},
                 run=first,
                 step=2,
                 model="m-1",
-                request={"model": "m-1", "messages": []},
                 http_status=200,
                 attempts=2,
                 finish_reason="stop",
@@ -288,6 +288,13 @@ def rich_conversation(owner: User, title: str = "Time and notes") -> Conversatio
     return made
 
 
+def model_call(request: dict[str, Any], **fields: Any) -> ModelCall:
+    """An unsaved model call that sent `request` (stored whole)."""
+    call = ModelCall(**fields)
+    call.request = request
+    return call
+
+
 def big_conversation(
     owner: User, *, messages: int, tool_calls: int, runs: int, title: str = "big"
 ) -> Conversation:
@@ -302,7 +309,7 @@ def big_conversation(
         for _ in range(runs)
     )
     ModelCall.objects.bulk_create(
-        ModelCall(run=run, step=step, model="m-big", request={"model": "m-big"})
+        model_call({"model": "m-big"}, run=run, step=step, model="m-big")
         for run in run_rows
         for step in (1, 2)
     )

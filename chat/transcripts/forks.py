@@ -19,7 +19,9 @@ from django.db import transaction
 from django.db.models import Sum
 
 from chat.models import Conversation, Message, ModelCall, Run, ToolCall, ToolCallStatus
+from chat.models.request_store import attach
 
+from .model_calls import create_chained
 from .rows import create_as_recorded, validate_conversation
 
 MAX_TOOL_RESULT_CHARS = 100_000
@@ -205,6 +207,14 @@ def _copy_runs(
     answering = _run_ids([row for row in copied if row.role != "user"])
     whole = {run_id for run_id in answering if run_id not in _run_ids(rows[len(copied) :])}
     run_map: dict[int, Run] = {}
+    cut: dict[int, int] = {}
+    """Runs cut short, by original key: the steps their copies keep."""
+    calls = list(
+        ModelCall.objects.filter(run_id__in=answering).order_by(
+            "run__started_at", "run_id", "step", "pk"
+        )
+    )
+    attach(calls)  # every request rebuilt in one pass, before the copies get new keys
     for run in Run.objects.filter(pk__in=answering).order_by("started_at", "pk"):
         original = run.pk
         started_at = run.started_at
@@ -215,21 +225,17 @@ def _copy_runs(
         run.save(force_insert=True)
         Run.objects.filter(pk=run.pk).update(started_at=started_at)
         run_map[original] = run
-        model_calls = list(ModelCall.objects.filter(run_id=original).order_by("step", "pk"))
         if original not in whole:
-            model_calls = [call for call in model_calls if call.step <= steps]
-        _copy_model_calls(run, model_calls)
-        if original not in whole:
-            _recount(run, steps)
-    return run_map
-
-
-def _copy_model_calls(run: Run, calls: list[ModelCall]) -> None:
-    for call in calls:
+            cut[original] = steps
+    kept = [call for call in calls if call.step <= cut.get(call.run_id, call.step)]
+    for call in kept:
         call.pk = None
-        call.run = run
+        call.run = run_map[call.run_id]
         call._state.adding = True
-    create_as_recorded(ModelCall, calls, "started_at")
+    create_chained(kept)
+    for original, steps in cut.items():
+        _recount(run_map[original], steps)
+    return run_map
 
 
 def _recount(run: Run, steps: int) -> None:

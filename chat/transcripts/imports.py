@@ -26,6 +26,7 @@ from chat.models import (
 from chat.models.mcp import known_tool_names
 
 from . import versions
+from .model_calls import create_chained
 from .records import FullRecord, ImportRefused, NoOwner, OpenAIRecord
 from .rows import append_messages, create_as_recorded, to_chat_messages
 
@@ -158,7 +159,7 @@ def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation
             for row, run in zip(runs, record.runs, strict=True)
             for call in run.model_calls
         ]
-        create_as_recorded(ModelCall, model_calls, "started_at")
+        create_chained(model_calls)
         repairs = [
             HistoryRepair(
                 conversation=conversation,
