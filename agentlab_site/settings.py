@@ -254,6 +254,14 @@ if AGENTLAB_TITLES not in {"model", "off"}:
 AGENTLAB_SCRIPTED_DELAY = float(os.environ.get("AGENTLAB_SCRIPTED_DELAY", "0.03"))
 # Keep every model call's raw stream (chunk by chunk, with arrival times) for the inspector.
 AGENTLAB_STORE_RAW_STREAM = env_bool("AGENTLAB_STORE_RAW_STREAM", True)
+# Days a raw stream is kept: `manage.py prune` drops older ones (requests and transcripts stay).
+# Empty: kept forever.
+_KEEP_RAW_DAYS = os.environ.get("AGENTLAB_KEEP_RAW_DAYS", "").strip()
+if _KEEP_RAW_DAYS and not (_KEEP_RAW_DAYS.isascii() and _KEEP_RAW_DAYS.isdigit()):
+    raise ImproperlyConfigured(
+        "AGENTLAB_KEEP_RAW_DAYS must be a whole number of days (or empty: keep forever)."
+    )
+AGENTLAB_KEEP_RAW_DAYS = int(_KEEP_RAW_DAYS) if _KEEP_RAW_DAYS else None
 # A streaming reply's text is saved at most this often: a killed process loses at most this much.
 AGENTLAB_CHECKPOINT_SECONDS = float(os.environ.get("AGENTLAB_CHECKPOINT_SECONDS", "2"))
 # On SIGTERM/SIGINT, seconds the runs of a stopping process get to wind up before it exits.
