@@ -30,7 +30,7 @@ from chat.search import GROUPS, by_date, date_group
 PAGE = 50
 """Conversations a page of the sidebar shows: a screen or two, whatever the history's size."""
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-CURSOR = re.compile(r"(-?\d{1,18})_(\d{1,18})")
+CURSOR = re.compile(r"(-?[0-9]{1,18})_([0-9]{1,18})")
 BAD_CURSOR = "This place in the conversation list is not valid: reload the page to start again."
 LINK_FIELDS = ("title", "updated_at")
 """What a list's link shows and is sorted by: rows without their settings, which a page of links
@@ -144,9 +144,10 @@ def group_label(number: str) -> str:
     a number that names no group."""
     if not number:
         return ""
-    if not number.isdecimal() or not 1 <= int(number) <= len(GROUPS):
+    labels = {str(place): label for place, label in enumerate(GROUPS, start=1)}
+    if number not in labels:
         raise ValueError(number)
-    return GROUPS[int(number) - 1]
+    return labels[number]
 
 
 def listed(user: Any, part: str) -> QuerySet[Conversation]:

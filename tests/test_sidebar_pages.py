@@ -191,10 +191,12 @@ def test_conversations_updated_at_the_same_moment_are_split_by_id(
         {"after": "12_"},
         {"after": "_12"},
         {"after": "1.5_12"},
+        {"after": "١٢_٣"},  # digits, but not the ones a cursor is written with
         {"after": "999999999999999999_1"},  # after the year 9999
         {"after": "-999999999999999999_1"},
         {"after": "12_34", "group": "6"},
         {"after": "12_34", "group": "Today"},
+        {"after": "12_34", "group": "٢"},
     ],
 )
 def test_a_bad_cursor_is_refused_in_one_line(
