@@ -302,7 +302,6 @@ PAGES: dict[str, Callable[[Conversation], str]] = {
     "run": lambda c: reverse("chat:run_detail", args=[c.pk, c.runs.order_by("pk")[0].pk]),
     "evaluations": lambda c: reverse("chat:evals:index"),
     "search list": lambda c: f"{reverse('chat:conversation_search')}?q=",
-    "search": lambda c: f"{reverse('chat:conversation_search')}?q=time",
 }
 LINK_BYTES = 200
 """The most a sidebar link costs: its markup, a four-digit id thrice, a title of 40 characters."""
