@@ -52,7 +52,8 @@ def page(conversation: Conversation, query: QueryDict) -> dict[str, Any]:
         "turns": turns,
         "window": window,
         "running": any(turn.is_active for turn in live),
-        "live_run": next((t.run.pk for t in live if t.is_active and t.run), None),
+        # The socket's catch-up snapshot is of the live reply, which only the latest shows.
+        "live_run": next((t.run.pk for t in live if t.is_active and t.run and window.latest), None),
         "waiting": waiting.waiting_tools(live),
     }
 

@@ -14,8 +14,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from chat.models import Conversation, Message
+from chat.testing import factories as make
 from chat.transcripts import versions
-from chat.turns import WINDOW
+from chat.turns import LONGEST_TURN, WINDOW
 from tests.test_conversation_windows import long_conversation, question_from
 
 pytestmark = pytest.mark.django_db
@@ -64,7 +65,8 @@ def test_a_link_into_an_old_message_opens_its_window(staff: Client, long: Conver
     html = staff.get(f"{change_url(long)}?at=77").content.decode()
     shown = active_indexes(html)
     assert 77 in shown and shown[0] <= 77
-    assert 'href="?at=77#message-77" title="A link to this message">#77</a>' in html
+    link = 'class="chat-permalink" href="?at=77#message-77" title="A link to this message">#77<'
+    assert link in html
     assert '<a href="?">Latest messages</a>' in html
 
 
@@ -79,6 +81,18 @@ def test_archived_versions_of_the_window_come_with_it(staff: Client, long: Conve
     there = staff.get(f"{change_url(long)}?at={at}").content.decode()
     assert "version 1 of 2 (active)" in there
     assert f"Version 2 from message {at} · 1 message" in there and "asked again" in there
+
+
+def test_a_log_without_questions_pages_too(staff: Client, user: Any) -> None:
+    """An imported agent log may hold no user message: past LONGEST_TURN, a window is cut where
+    it ends rather than growing with the log."""
+    made = make.big_conversation(user, messages=LONGEST_TURN + 300, tool_calls=1, runs=4)
+    html = staff.get(change_url(made)).content.decode()
+    assert active_indexes(html) == list(range(LONGEST_TURN + 300 - WINDOW, LONGEST_TURN + 300))
+    found = EARLIER.search(html)
+    assert found is not None
+    html = staff.get(f"{change_url(made)}?before={found.group(1)}").content.decode()
+    assert len(active_indexes(html)) == WINDOW
 
 
 def test_only_staff_read_it(client: Client, long: Conversation) -> None:
