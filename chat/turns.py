@@ -275,5 +275,6 @@ def turn_for_run(run: Run) -> Turn:
         annotations=list(Annotation.objects.filter(run=run).select_related("author")),
     )
     if turn.start is not None and turn.start.version_id is None:
-        turn.point = versions.points(run.conversation).get(turn.start.index)
+        at = turn.start.index
+        turn.point = versions.points(run.conversation, at, at + 1).get(at)
     return turn
