@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from chat.agent.wire import encode_body, payload_sha256
 
 if TYPE_CHECKING:
-    from .runs import ModelCall
+    from .runs import ModelCall, Run
 
 _BODY = "_request_body"
 _BATCH = "_request_batch"
@@ -121,17 +121,21 @@ def store_whole(call: ModelCall, body: Any, sha256: str = "") -> None:
     setattr(call, _BODY, body)
 
 
-def store(call: ModelCall, body: Any, sha256: str, *, base: ModelCall | None) -> bool:
-    """Keep `body` in `call` as what `base`'s request lacks when that is shorter than the body
-    whole; True when it did (an unsaved `base` is the caller's to link once it has a key)."""
+def store(
+    call: ModelCall, body: Any, sha256: str, *, bases: Sequence[ModelCall]
+) -> ModelCall | None:
+    """Keep `body` in `call` as what one of `bases` lacks (the shortest such delta) when that is
+    shorter than the body whole; returns that base, else None (an unsaved base is the caller's
+    to link once it has a key)."""
     store_whole(call, body, sha256)
-    text = None if base is None else delta_text(base.request, body, call.request_delta)
-    if text is None:
-        return False
-    call.request_delta = text
-    if base is not None and base.pk is not None:
-        call.request_base = base
-    return True
+    chosen: ModelCall | None = None
+    for base in bases:
+        text = delta_text(base.request, body, call.request_delta)
+        if text is not None:
+            call.request_delta, chosen = text, base
+    if chosen is not None and chosen.pk is not None:
+        call.request_base = chosen
+    return chosen
 
 
 def delta_text(base: Any, body: Any, whole: str) -> str | None:
@@ -248,25 +252,43 @@ def fold(rows: Iterable[Stored], *, targets: set[int]) -> dict[int, Any]:
 
 
 class RequestChain:
-    """A conversation's requests as a run appends them: each stored as what the one before
-    (the conversation's latest call, read once) lacks."""
+    """A run's requests as it appends them, each stored as what the one before lacks.
 
-    def __init__(self, conversation_id: int) -> None:
-        self.conversation_id = conversation_id
-        self.last: ModelCall | None = None
+    A run's first request extends the conversation's latest one, or the latest of the run that
+    answered last on the active path when that holds more of it: after a switch back to a
+    long version, the request extends the path it continues, not the branch left.
+    """
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.bases: list[ModelCall] = []
         self._read = False
 
     def save(self, call: ModelCall, body: Any, sha256: str) -> None:
-        from .runs import ModelCall
-
         if not self._read:
             self._read = True
-            self.last = (
-                ModelCall.objects.filter(run__conversation_id=self.conversation_id)
-                .defer("raw_stream_zlib")
-                .order_by("-pk")
-                .first()
-            )
-        store(call, body, sha256, base=self.last)
+            self.bases = self._latest()
+        store(call, body, sha256, bases=self.bases)
         call.save(force_insert=True)
-        self.last = call
+        self.bases = [call]
+
+    def _latest(self) -> list[ModelCall]:
+        """The conversation's latest call and the latest of the path's last other run."""
+        from .conversations import Message
+        from .runs import ModelCall
+
+        calls = ModelCall.objects.defer("raw_stream_zlib").order_by("-pk")
+        latest = calls.filter(run__conversation_id=self.run.conversation_id).first()
+        answered = (
+            Message.objects.filter(conversation_id=self.run.conversation_id, run__isnull=False)
+            .active()
+            .exclude(run_id=self.run.pk)
+            .order_by("-index")
+            .values_list("run_id", flat=True)
+            .first()
+        )
+        on_path = calls.filter(run_id=answered).first() if answered else None
+        found = [call for call in (latest, on_path) if call is not None]
+        found = list({call.pk: call for call in found}.values())
+        attach(found)  # both chains in one query
+        return found

@@ -317,11 +317,8 @@ class ModelCallQuerySet(models.QuerySet["ModelCall"]):
 
 
 class ModelCall(Measured):
-    """One request to the provider: what was sent, what came back, and how long it took.
-
-    The request body is stored as what the conversation's previous request lacked (see
-    `request_store`); `request` rebuilds it, checked against the sha256 of the bytes sent.
-    """
+    """One request to the provider: what was sent (stored as `request_store` says), what came
+    back, and how long it took."""
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="model_calls")
     step = models.PositiveIntegerField()

@@ -58,7 +58,7 @@ class Recorder:
         self.replies: list[Message] = []
         self.tool_calls: list[ToolCall] = []
         self.model_calls: list[ModelCall] = []
-        self.requests = RequestChain(run.conversation_id)
+        self.requests = RequestChain(run)
         self._final: tuple[Step, agent.ChatMessage, str | None] | None = None
         """A last turn (no tool calls) to be saved in one transaction with the run's end."""
         self._draft: Message | None = None

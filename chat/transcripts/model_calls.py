@@ -15,8 +15,9 @@ def create_chained(calls: list[ModelCall]) -> list[ModelCall]:
     links: list[tuple[ModelCall, ModelCall]] = []
     before: ModelCall | None = None
     for call in calls:
-        if store(call, call.request, call.request_sha256, base=before) and before is not None:
-            links.append((call, before))
+        bases = [] if before is None else [before]
+        if (base := store(call, call.request, call.request_sha256, bases=bases)) is not None:
+            links.append((call, base))
         before = call
     created = create_as_recorded(ModelCall, calls, "started_at")
     for call, base in links:

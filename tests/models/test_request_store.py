@@ -3,6 +3,7 @@ number spelling included; copies and imports are chained within their own conver
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from django.db.models import RestrictedError
 from chat import agent, transcripts
 from chat.agent.wire import encode_body, payload_sha256
 from chat.models import Conversation, ModelCall, Run
-from chat.models.request_store import Stored, StoredRequestError, apply, delta, fold
+from chat.models.request_store import Stored, StoredRequestError, apply, delta, fold, store
 from chat.testing import factories as make
 from chat.transcripts import forks
 from chat.transcripts.export import full_record
@@ -75,6 +76,20 @@ def test_a_fold_checks_every_target_and_names_the_call() -> None:
         fold([rows[1]], targets={2})
 
 
+def test_a_request_extends_the_base_that_holds_most_of_it() -> None:
+    long, short = body(*(f"m{n}" for n in range(40)), tools=TOOLS), body("m0", "x", tools=TOOLS)
+    bases = [ModelCall(pk=1), ModelCall(pk=2)]
+    bases[0].request, bases[1].request = short, long  # the branch left, the path continued
+    call = ModelCall()
+    after = body(*(f"m{n}" for n in range(41)), tools=TOOLS)
+    assert store(call, after, "", bases=bases) is bases[1]
+    assert call.request_base == bases[1] and call.request_sha256 == payload_sha256(
+        encode_body(after)
+    )
+    assert encode_body(apply(long, json.loads(call.request_delta))) == encode_body(after)
+    assert store(call, after, "", bases=[]) is None and call.request_base is None
+
+
 def calls_of(conversation: Conversation) -> list[ModelCall]:
     return list(ModelCall.objects.filter(run__conversation=conversation).order_by("pk"))
 
@@ -92,7 +107,7 @@ def chain(conversation: Conversation, bodies: list[dict[str, Any]]) -> list[Mode
         ],
         run=run,
     )
-    requests = RequestChain(conversation.pk)
+    requests = RequestChain(run)
     for step, sent in enumerate(bodies, start=1):
         requests.save(ModelCall(run=run, step=step), sent, payload_sha256(encode_body(sent)))
     return calls_of(conversation)

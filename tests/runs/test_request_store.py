@@ -22,6 +22,7 @@ from chat.models.request_store import StoredRequestError
 from chat.testing import factories as make
 from chat.testing.openai_script import ScriptedResponse, text_turn, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer, client_for
+from chat.transcripts import versions
 from chat.transcripts.export import full_record
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -143,3 +144,20 @@ async def test_an_export_carries_each_request_whole_and_a_broken_chain_names_its
         return said
 
     assert await break_one() == [f"model call {pk}" for pk in (await tampered(made))]
+
+
+async def test_after_switching_back_a_request_extends_the_path_it_continues() -> None:
+    made = await make.aconversation()
+    client = ScriptedChatClient()
+    for turn in range(6):
+        await (await make.start_as_owner(made, f"Tell me about item {turn} " * 20, client)).task
+    long_path = (await calls_of(made))[-1]
+    await (await make.start_as_owner(made, "A new start.", client, version_from=0)).task
+    assert await database_sync_to_async(versions.switch)(made, 0, 1)  # back to the long one
+    await (await make.start_as_owner(made, "And one more thing.", client)).task
+
+    *_, short_branch, last = await calls_of(made)
+    assert len(client.requests[-1]["messages"]) == 2 * 6 + 1  # the long path, continued
+    assert last.request_base_id == long_path.pk != short_branch.pk
+    assert len(last.request_delta) < len(encode_body(client.requests[-1])) / 5  # two messages
+    assert encode_body(last.request) == encode_body(client.requests[-1])
