@@ -26,15 +26,17 @@ def _index(query: QueryDict, name: str) -> int | None:
 
 def requested(conversation: Conversation, query: QueryDict) -> Window:
     """The window a page's query asks for: `at` a message (a link to `#message-N`), `run` (a
-    run's turn), `before` a message (the earlier window, without script), else the latest."""
+    run's turn), `before` a message (the earlier window, without script), else the latest (which
+    a link into it opens too)."""
     at = _index(query, "at")
     run = _index(query, "run")
     if at is None and run is not None:
         first = conversation.messages.active().filter(run_id=run).values_list("index", flat=True)
         at = first.first()
-    if at is not None:
-        return window_at(conversation, at)
-    return window_before(conversation, _index(query, "before"))
+    if at is None:
+        return window_before(conversation, _index(query, "before"))
+    latest = window_before(conversation)
+    return latest if at >= latest.start else window_at(conversation, at)
 
 
 def page(conversation: Conversation, query: QueryDict) -> dict[str, Any]:

@@ -187,6 +187,9 @@ def test_a_link_into_an_old_message_opens_the_window_that_holds_it(
     assert 'id="transcript-window"' in html
     assert 'class="live-elsewhere">' in html  # nothing is streaming: the note stays hidden
 
+    latest = client_in.get(url).content.decode()
+    linked = client_in.get(f"{url}?at={indexes(latest)[1]}").content.decode()
+    assert indexes(linked) == indexes(latest) and 'class="live-sink"' not in linked
     # Following "Show later messages" to the end reaches the latest window.
     while match := re.search(r'href="([^"]+)#message-\d+">Show later messages', html):
         html = client_in.get(match.group(1).replace("&amp;", "&")).content.decode()
