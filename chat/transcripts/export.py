@@ -54,6 +54,31 @@ def select(
     return conversations
 
 
+CHUNK = 100
+"""Conversations an export fetches at a time, each with all its rows."""
+
+
+def in_chunks(
+    conversations: ConversationQuerySet, size: int | None = None
+) -> Iterator[Conversation]:
+    """Every conversation of `conversations` in pk order, fetched `size` at a time with their
+    prefetches: an export of any length holds one chunk of rows, never the whole result.
+
+    Pages on pk (keyset), not a server-side cursor: each page is a short query of its own, so a
+    long export holds no transaction, cursor or snapshot open, and works behind a pooler too.
+    """
+    size = size or CHUNK
+    ordered = conversations.order_by("pk")
+    chunk = list(ordered[:size])
+    while chunk:
+        yield from chunk
+        if len(chunk) < size:
+            return
+        last = chunk[-1].pk
+        chunk.clear()  # let the rows go before the next chunk is fetched
+        chunk = list(ordered.filter(pk__gt=last)[:size])
+
+
 def active_rows(conversation: Conversation) -> list[Message]:
     """The active path, of the messages `for_export` fetched (all of them, or the active ones)."""
     return [row for row in conversation.messages.all() if row.version_id is None]

@@ -92,9 +92,8 @@ class Command(BaseCommand):
         written, skipped, empty = 0, 0, 0
         with lines_to(options["output"], self.stdout) as write, closing(progress):
             fetched = conversations.for_export(full=full, all_versions=all_versions)
-            rows = fetched.iterator(chunk_size=100)
             for conversation, version, record in export.records(
-                rows, full=full, all_versions=all_versions
+                export.in_chunks(fetched), full=full, all_versions=all_versions
             ):
                 if version is None:  # a conversation's first record: its active path
                     progress.advance()
