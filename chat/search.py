@@ -3,18 +3,29 @@ search shares the matching rule; the full-text index behind it is `chat.search_i
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import date
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Case, F, QuerySet, Value, When, Window
+from django.db.models import (
+    BooleanField,
+    Case,
+    ExpressionWrapper,
+    F,
+    Q,
+    QuerySet,
+    Value,
+    When,
+    Window,
+)
 from django.db.models.functions import Greatest, Lower, RowNumber, StrIndex, Substr
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
-from django.utils.html import escape, format_html, format_html_join
+from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString
 from django.utils.text import smart_split, unescape_string_literal
 from django.views.decorators.http import require_GET
@@ -25,6 +36,9 @@ from chat.search_index import Term
 
 LIMIT = 50
 """Results a search shows; the reader is told when more match."""
+WALK = 300
+"""Conversations a search tests one by one, most recent first, before it asks the index for
+every match (`_found`)."""
 MAX_WORDS = 10
 MAX_QUERY_CHARS = 200
 SNIPPET_CHARS = 110
@@ -63,12 +77,17 @@ def matching(
     path. The admin (`everywhere`) counts every message of every version, with the names of
     the tools it called.
     """
+    return conversations.filter(_every_term(looked_for, everywhere=everywhere))
+
+
+def _every_term(looked_for: Sequence[Term], *, everywhere: bool, each: bool = False) -> Q:
     index = search_index.backend()
     messages = _messages(everywhere)
+    condition = Q()
     for term in looked_for:
-        found = messages.filter(index.messages([term], everywhere=everywhere))
-        conversations = conversations.filter(index.titles(term) | index.containing(found))
-    return conversations
+        found = messages.filter(index.messages([term], everywhere=everywhere, each=each))
+        condition &= index.titles(term) | index.containing(found, each=each)
+    return condition
 
 
 def messages_matching(messages: QuerySet[Message], looked_for: Sequence[Term]) -> QuerySet[Message]:
@@ -126,14 +145,15 @@ def search(
     `conversations` are those the reader may see (the sidebar searches their own);
     `everywhere` reads them as the admin does (`matching`).
 
-    Two queries whatever the number of conversations or messages: the matches, then for each
-    its best matching message (the index's rank) with a window of its text around the match.
+    A few queries whatever the number of conversations or messages: the matches (`found`),
+    their rows, then for each its best matching message (the index's rank) with a window of
+    its text around the match.
     """
     looked_for = terms(query)
     rows: list[Conversation] = []
     if looked_for:
-        found = matching(conversations, looked_for, everywhere=everywhere)
-        rows = list(found.order_by("-updated_at", "-id")[: limit + 1])
+        pks = found(conversations, looked_for, count=limit + 1, everywhere=everywhere)
+        rows = list(conversations.filter(pk__in=pks).order_by("-updated_at", "-id"))
     texts = _windows([row.pk for row in rows[:limit]], looked_for, everywhere=everywhere)
     pattern = _pattern(looked_for)
     hits = [
@@ -141,6 +161,35 @@ def search(
         for row in rows[:limit]
     ]
     return Results(" ".join(query[:MAX_QUERY_CHARS].split()), hits, more=len(rows) > limit)
+
+
+def found(
+    conversations: QuerySet[Conversation],
+    looked_for: Sequence[Term],
+    *,
+    count: int,
+    everywhere: bool = False,
+    walk: int | None = None,
+) -> list[int]:
+    """The ids of the `count` most recent conversations with every term (`matching`).
+
+    First the `walk` (WALK) most recent are tested one by one: a term common enough to be in `count`
+    of them is found without reading its every match in the index. Only when they are not
+    enough (and there are more) does the database look up the index's matches, which is
+    quick for a rare term.
+    """
+    walk = walk or WALK
+    recent = conversations.order_by("-updated_at", "-id")
+    test = ExpressionWrapper(
+        _every_term(looked_for, everywhere=everywhere, each=True), output_field=BooleanField()
+    )
+    walked = list(recent.annotate(hit=test).values_list("pk", "hit")[:walk])
+    hits = [pk for pk, hit in walked if hit][:count]
+    if len(hits) == count or len(walked) < walk:
+        return hits
+    return list(
+        matching(recent, looked_for, everywhere=everywhere).values_list("pk", flat=True)[:count]
+    )
 
 
 def _windows(
@@ -189,11 +238,13 @@ def highlight(text: str, pattern: re.Pattern[str] | None) -> SafeString:
     """`text` escaped, every match of `pattern` in <mark>."""
     if pattern is None:
         return escape(text)
-    pairs, last = [], 0
+    parts, last = [], 0
     for match in pattern.finditer(text):
-        pairs.append((text[last : match.start()], match.group()))
+        parts += [html.escape(text[last : match.start()]), "<mark>", html.escape(match.group())]
+        parts.append("</mark>")
         last = match.end()
-    return format_html("{}{}", format_html_join("", "{}<mark>{}</mark>", pairs), text[last:])
+    parts.append(html.escape(text[last:]))
+    return SafeString("".join(parts))
 
 
 def snippet(window: str, start: int, pattern: re.Pattern[str] | None) -> SafeString:

@@ -61,14 +61,16 @@ class Backend(Protocol):
     """How one database finds terms. `everywhere` (the admin's view) also reads tool names;
     otherwise only a message's text counts."""
 
-    def messages(self, terms: Sequence[Term], *, everywhere: bool) -> Q:
-        """On messages: those that contain any of `terms`."""
+    def messages(self, terms: Sequence[Term], *, everywhere: bool, each: bool = False) -> Q:
+        """On messages: those that contain any of `terms`. `each`: tested message by message
+        (for a few), never by reading every match of the index first."""
 
     def titles(self, term: Term) -> Q:
         """On conversations: those whose title contains `term`."""
 
-    def containing(self, messages: QuerySet[Message]) -> Q:
-        """On conversations: those that have one of `messages`."""
+    def containing(self, messages: QuerySet[Message], *, each: bool = False) -> Q:
+        """On conversations: those that have one of `messages`. `each`: tested conversation by
+        conversation (for a few), never by reading every match of the index first."""
 
     def ranked(
         self, messages: QuerySet[Message], terms: Sequence[Term], *, everywhere: bool
@@ -84,13 +86,17 @@ class _OwnColumn(Func):
 
     def own(self, compiler: SQLCompiler) -> str:
         pk = self.get_source_expressions()[0]
-        return f"{compiler.quote_name_unless_alias(pk.alias)}.{self.column}"
+        return f"{compiler.quote_name(pk.alias)}.{self.column}"
 
 
 class _Matches(_OwnColumn):
     output_field = BooleanField()
     conditional = True
     column = "search_vector"
+
+    def __init__(self, *expressions: Any, each: bool = False) -> None:
+        super().__init__(*expressions)
+        self.each = each
 
     def as_sql(
         self,
@@ -103,7 +109,10 @@ class _Matches(_OwnColumn):
     ) -> tuple[str, Any]:
         query = self.get_source_expressions()[1]
         sql, params = compiler.compile(query)
-        return f"{self.own(compiler)} @@ to_tsquery('simple', {sql})", params
+        match = f"{self.own(compiler)} @@ to_tsquery('simple', {sql})"
+        # IS TRUE is no index condition: a few rows tested one by one, where a prefix's every
+        # match in the GIN index would cost more than the rows themselves.
+        return (f"({match}) IS TRUE" if self.each else match), params
 
 
 class _Rank(_OwnColumn):
@@ -126,6 +135,13 @@ class _Rank(_OwnColumn):
         return f"ts_rank({self.own(compiler)}, to_tsquery('simple', {sql}), 1)", params
 
 
+class _EachRow(Exists):
+    """EXISTS that PostgreSQL runs for each row, stopping at the first match: OFFSET 0 keeps
+    it from turning the subquery into a hash of every match."""
+
+    template = "EXISTS(%(subquery)s OFFSET 0)"
+
+
 def _quoted(token: str, quote: str) -> str:
     return quote + token.replace(quote, quote * 2) + quote
 
@@ -139,7 +155,8 @@ class Postgres:
         that weight (A: a message's text)."""
 
         def lexeme(token: str, prefix: bool) -> str:
-            return _quoted(token.replace("\\", "\\\\"), "'") + (":*" if prefix else ":") + weight
+            marks = ("*" if prefix else "") + weight
+            return _quoted(token.replace("\\", "\\\\"), "'") + (":" + marks if marks else "")
 
         phrases = []
         for term in terms:
@@ -151,23 +168,25 @@ class Postgres:
     def _weight(self, everywhere: bool) -> str:
         return "" if everywhere else "A"
 
-    def messages(self, terms: Sequence[Term], *, everywhere: bool) -> Q:
-        return Q(_Matches(F("pk"), Value(self.query(terms, weight=self._weight(everywhere)))))
+    def messages(self, terms: Sequence[Term], *, everywhere: bool, each: bool = False) -> Q:
+        query = Value(self.query(terms, weight=self._weight(everywhere)))
+        return Q(_Matches(F("pk"), query, each=each))
 
     def titles(self, term: Term) -> Q:
         return Q(_Matches(F("pk"), Value(self.query([term]))))
 
-    def containing(self, messages: QuerySet[Message]) -> Q:
-        # Correlated: PostgreSQL chooses per query between walking the conversations (and
+    def containing(self, messages: QuerySet[Message], *, each: bool = False) -> Q:
+        # Correlated: PostgreSQL chooses per query between testing each conversation (and
         # stopping at a page's end, for a common word) and hashing the index's matches (a rare
-        # one).
-        return Q(Exists(messages.filter(conversation=OuterRef("pk"))))
+        # one); `each` leaves it no choice.
+        kind = _EachRow if each else Exists
+        return Q(kind(messages.filter(conversation=OuterRef("pk"))))
 
     def ranked(
         self, messages: QuerySet[Message], terms: Sequence[Term], *, everywhere: bool
     ) -> QuerySet[Message]:
         query = self.query(terms, weight=self._weight(everywhere))
-        return messages.filter(self.messages(terms, everywhere=everywhere)).annotate(
+        return messages.filter(self.messages(terms, everywhere=everywhere, each=True)).annotate(
             score=_Rank(F("pk"), Value(query))
         )
 
@@ -197,7 +216,7 @@ class Sqlite:
     def _column(self, everywhere: bool) -> str:
         return "" if everywhere else "text"
 
-    def messages(self, terms: Sequence[Term], *, everywhere: bool) -> Q:
+    def messages(self, terms: Sequence[Term], *, everywhere: bool, each: bool = False) -> Q:
         match = self.query(terms, column=self._column(everywhere))
         sql = "SELECT rowid FROM chat_message_fts WHERE chat_message_fts MATCH %s"
         return Q(pk__in=RawSQL(sql, [match]))
@@ -206,7 +225,7 @@ class Sqlite:
         sql = "SELECT rowid FROM chat_conversation_fts WHERE chat_conversation_fts MATCH %s"
         return Q(pk__in=RawSQL(sql, [self.query([term])]))
 
-    def containing(self, messages: QuerySet[Message]) -> Q:
+    def containing(self, messages: QuerySet[Message], *, each: bool = False) -> Q:
         # Uncorrelated: SQLite reads the index's matches once for the whole query.
         return Q(pk__in=messages.values("conversation_id"))
 

@@ -1,10 +1,17 @@
 from __future__ import annotations
 
+from datetime import timedelta
+from typing import Any
+
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
-from chat import search
+from chat import agent, search, transcripts
 from chat.models import Conversation
+from chat.testing import factories as make
 from chat.testing import search_cases
 
 pytestmark = pytest.mark.django_db
@@ -34,3 +41,26 @@ def test_no_query_raises_and_punctuation_is_text(cases: None) -> None:
             found = titles(search_cases.Case(query, "ada", [], everywhere))
             if query in ("pills*", '"pills', "pills'", "\ud800pills"):
                 assert found == ["Pharmacy notes"], query
+
+
+def test_a_rare_term_past_the_recent_conversations_is_found_through_the_index(
+    user: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(search, "WALK", 3)
+    made = [make.conversation(user, f"Note {n}") for n in range(8)]
+    for n, conversation in enumerate(made):
+        Conversation.objects.filter(pk=conversation.pk).update(
+            updated_at=timezone.now() - timedelta(days=n)
+        )
+    transcripts.append_messages(made[6], [agent.ChatMessage(role="user", content="a quokka")])
+    Conversation.objects.filter(pk=made[6].pk).update(updated_at=timezone.now() - timedelta(days=6))
+    mine = Conversation.objects.for_user(user)
+
+    def found(query: str, limit: int) -> tuple[list[str], int]:
+        with CaptureQueriesContext(connection) as captured:
+            results = search.search(mine, query, limit=limit)
+        return [str(hit.conversation) for hit in results.hits], len(captured)
+
+    assert found("quokka", 5) == (["Note 6"], 4)  # walked, looked up, rows, snippet
+    assert found("note", 2) == (["Note 0", "Note 1"], 3)  # walked, rows, snippets
+    assert found("note", 5) == ([f"Note {n}" for n in range(5)], 4)

@@ -1,4 +1,5 @@
-"""What every admin page of the lab shares: the look, read-only records, links and pills."""
+"""What every admin page of the lab shares: the look, lists that do not count whole tables,
+read-only records, links and pills."""
 
 from __future__ import annotations
 
@@ -7,8 +8,12 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db import connections
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils.functional import cached_property
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -31,8 +36,47 @@ def admin_link(obj: Any, text: Any = None) -> SafeString | str:
     return format_html('<a href="{}">{}</a>', url, obj if text is None else text)
 
 
+COUNT_UP_TO = 10_000
+"""Rows a list counts exactly; past that it says this many (narrow the list to see further)."""
+
+
+class EstimatingPaginator(Paginator[Any]):
+    """A list's pages without counting a whole table: an unfiltered table on PostgreSQL is as
+    long as the planner's estimate (pg_class.reltuples) once that passes COUNT_UP_TO; any other
+    list counts at most COUNT_UP_TO + 1 rows, so a filter or a search never costs a full
+    count either."""
+
+    @cached_property
+    def count(self) -> int:
+        rows = self.object_list
+        if not isinstance(rows, QuerySet):
+            return super().count
+        if not rows.query.where:
+            estimate = estimated_rows(rows)
+            if estimate is not None and estimate > COUNT_UP_TO:
+                return estimate
+        return min(rows.order_by().values("pk")[: COUNT_UP_TO + 1].count(), COUNT_UP_TO)
+
+
+def estimated_rows(rows: QuerySet[Any]) -> int | None:
+    """PostgreSQL's estimate of the rows of `rows`' table (kept by ANALYZE and autovacuum);
+    None on other databases, or when the table was never analyzed."""
+    connection = connections[rows.db]
+    if connection.vendor != "postgresql":
+        return None
+    table = connection.ops.quote_name(rows.model._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", [table])
+        found = cursor.fetchone()
+    return int(found[0]) if found and found[0] >= 0 else None
+
+
 class LabAdmin(admin.ModelAdmin[Any]):
-    """Shared look: the transcript stylesheet, and the chat's code highlighting."""
+    """Shared look: the transcript stylesheet, and the chat's code highlighting. Lists never
+    count a whole table: no "N total" beside a filtered list, and an estimating paginator."""
+
+    paginator = EstimatingPaginator
+    show_full_result_count = False
 
     class Media:
         css = {"all": ["chat/admin.css", "css/code.css"]}

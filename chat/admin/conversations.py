@@ -21,6 +21,9 @@ from .base import LabAdmin, admin_link, json_block
 from .filters import AgentFilter, ModelFilter, ProviderFilter, PurposeFilter, RunStatusFilter
 from .transcript import transcript
 
+ADMIN_HITS = 500
+"""Conversations a search in the admin finds at most: the most recent that match."""
+
 
 @admin.register(Conversation)
 class ConversationAdmin(LabAdmin):
@@ -49,7 +52,10 @@ class ConversationAdmin(LabAdmin):
         "created_at",
     )
     search_fields = ("title",)
-    search_help_text = 'Words or "a phrase" in the title, message text or tool names.'
+    search_help_text = (
+        f'Words or "a phrase" in the title, message text or tool names (the {ADMIN_HITS} most '
+        "recent)."
+    )
     list_select_related = ("owner", "profile", "agent_version__agent")
     fields = (
         "owner",
@@ -80,9 +86,15 @@ class ConversationAdmin(LabAdmin):
     def get_search_results(
         self, request: HttpRequest, queryset: QuerySet[Conversation], search_term: str
     ) -> tuple[QuerySet[Conversation], bool]:
-        """Every term in the title, or in a message's text or its tool calls' names (any
-        message, any version): the sidebar's rule, `everywhere`."""
-        return search.matching(queryset, search.terms(search_term), everywhere=True), False
+        """The ADMIN_HITS most recent with every term in the title, or in a message's text or
+        its tool calls' names (any message, any version): the sidebar's rule, `everywhere`."""
+        looked_for = search.terms(search_term)
+        if not looked_for:
+            return queryset, False
+        pks = search.found(
+            queryset, looked_for, count=ADMIN_HITS, everywhere=True, walk=2 * ADMIN_HITS
+        )
+        return queryset.filter(pk__in=pks), False
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -4,9 +4,10 @@ PostgreSQL: a stored generated tsvector on messages (text weighted A, the names 
 calls B) and on conversations (title), each with a GIN index. SQLite: FTS5 tables over the same
 text, kept in step by triggers. Both read text with punctuation turned into spaces and the
 'simple' / unicode61 rules (lower case, accents kept), so the two split words alike. Existing
-rows are indexed here. The conversations' (owner, updated_at, id) index lets a search walk a
-user's conversations newest first and stop at the page's end.
+rows are indexed here. Two plain indexes serve the orders lists and searches read in.
 """
+
+from typing import Any
 
 from django.db import migrations
 
@@ -21,6 +22,20 @@ def _words(sql: str) -> str:
 _CONTENT = f"left(coalesce(content, ''), {INDEXED_CHARS})"
 _TOOL_NAMES = "jsonb_path_query_array(tool_calls, '$[*].function.name')::text"
 _MESSAGE_VECTOR = f"setweight({_words(_CONTENT)}, 'A') || setweight({_words(_TOOL_NAMES)}, 'B')"
+
+_ORDERED = [
+    (
+        # A user's conversations newest first: a search walks them and stops at a page's end.
+        "CREATE INDEX chat_conversation_owner_recent "
+        "ON chat_conversation (owner_id, updated_at DESC, id DESC)",
+        "DROP INDEX chat_conversation_owner_recent",
+    ),
+    (
+        # Messages newest first, the admin's order: its list reads a page, not the table.
+        "CREATE INDEX chat_message_recent ON chat_message (created_at DESC, id DESC)",
+        "DROP INDEX chat_message_recent",
+    ),
+]
 
 POSTGRES = [
     (
@@ -41,11 +56,7 @@ POSTGRES = [
         "CREATE INDEX chat_conversation_search ON chat_conversation USING gin (search_vector)",
         "DROP INDEX chat_conversation_search",
     ),
-    (
-        "CREATE INDEX chat_conversation_owner_recent "
-        "ON chat_conversation (owner_id, updated_at DESC, id DESC)",
-        "DROP INDEX chat_conversation_owner_recent",
-    ),
+    *_ORDERED,
     ("ANALYZE chat_message, chat_conversation", ""),
 ]
 
@@ -124,11 +135,7 @@ SQLITE = [
         f"ON chat_conversation BEGIN {_DROP_TITLE} {_ADD_TITLE} END",
         "DROP TRIGGER chat_conversation_search_update",
     ),
-    (
-        "CREATE INDEX chat_conversation_owner_recent "
-        "ON chat_conversation (owner_id, updated_at DESC, id DESC)",
-        "DROP INDEX chat_conversation_owner_recent",
-    ),
+    *_ORDERED,
     (f"INSERT INTO {_FTS_MESSAGE}({_FTS_MESSAGE}) VALUES ('rebuild')", ""),
     (f"INSERT INTO {_FTS_TITLE}({_FTS_TITLE}) VALUES ('rebuild')", ""),
 ]
@@ -136,12 +143,12 @@ SQLITE = [
 STATEMENTS = {"postgresql": POSTGRES, "sqlite": SQLITE}
 
 
-def forward(apps, schema_editor):
+def forward(apps: Any, schema_editor: Any) -> None:
     for sql, _ in STATEMENTS.get(schema_editor.connection.vendor, []):
         schema_editor.execute(sql)
 
 
-def backward(apps, schema_editor):
+def backward(apps: Any, schema_editor: Any) -> None:
     for _, sql in reversed(STATEMENTS.get(schema_editor.connection.vendor, [])):
         if sql:
             schema_editor.execute(sql)
