@@ -156,3 +156,24 @@ def test_screens_of_a_long_conversation(page: Page, live_server_url: str, login:
         "conversation-windows-old",
         lambda shown: shown.screenshot(path=SCREENS / "conversation-windows-old-viewport.png"),
     )
+
+
+def test_the_admin_transcript_of_a_long_conversation(
+    page: Page, live_server_url: str, login: Any
+) -> None:
+    root = login("root")
+    root.is_staff = root.is_superuser = True
+    root.save(update_fields=["is_staff", "is_superuser"])
+    made = long_conversation(root, 400)
+    at = question_from(made, 200) + 2
+    page.goto(f"{live_server_url}/admin/chat/conversation/{made.pk}/change/?at={at}#message-{at}")
+
+    expect(page.locator(f"#message-{at}")).to_be_in_viewport()  # the browser went to it
+    page.screenshot(path=SCREENS / "admin-transcript-windows-viewport.png")
+
+    def linked(shown: Page) -> None:
+        expect(shown.get_by_role("link", name="Show earlier messages")).to_be_attached()
+        expect(shown.get_by_role("link", name="Show later messages")).to_be_attached()
+        expect(shown.get_by_role("link", name=f"#{at}", exact=True)).to_be_attached()
+
+    look(page, "admin-transcript-windows", linked)
