@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from django.db.models import OuterRef, Subquery
+
 from chat.models import ModelCall
 from chat.models.request_store import store
 
@@ -10,8 +12,12 @@ from .rows import create_as_recorded
 
 def create_chained(calls: list[ModelCall]) -> list[ModelCall]:
     """Bulk-create a new conversation's calls, in the order they were made, each request
-    stored as what the one before it lacks (`request_store`); the bases are linked once the
-    rows have keys. Each call's request (and its sha256) must be at hand."""
+    stored as what the one before it lacks (`request_store`). Each call's request (and its
+    sha256) must be at hand.
+
+    The rows get their keys in list order, so each delta's base is the conversation's call
+    just before it: one UPDATE links them all once the rows exist.
+    """
     links: list[tuple[ModelCall, ModelCall]] = []
     before: ModelCall | None = None
     for call in calls:
@@ -20,7 +26,16 @@ def create_chained(calls: list[ModelCall]) -> list[ModelCall]:
             links.append((call, base))
         before = call
     created = create_as_recorded(ModelCall, calls, "started_at")
-    for call, base in links:
-        call.request_base = base
-    ModelCall.objects.bulk_update([call for call, _ in links], ["request_base"], batch_size=500)
+    if links:
+        conversation = links[0][0].run.conversation_id
+        just_before = (
+            ModelCall.objects.filter(run__conversation_id=conversation, pk__lt=OuterRef("pk"))
+            .order_by("-pk")
+            .values("pk")[:1]
+        )
+        ModelCall.objects.filter(pk__in=[call.pk for call, _ in links]).update(
+            request_base=Subquery(just_before)
+        )
+        for call, base in links:
+            call.request_base = base
     return created
