@@ -2,8 +2,9 @@
 
 PostgreSQL: a stored tsvector on messages (text weighted A, tool names B) and on
 conversations (title), GIN-indexed, ranked with ts_rank. SQLite: FTS5 tables kept in step by
-triggers, ranked with bm25. Both split text into runs of letters and digits, lower-cased, accents
-kept, so a query finds the same rows on either.
+triggers, unranked (a conversation's first matching message gives its snippet). Both split
+text into runs of letters and digits, lower-cased, accents kept, so a query finds the same rows
+on either.
 
 The query language is the same on both: a word is its tokens in sequence, the last one a prefix
 (search as you type); a quoted phrase is its tokens in sequence, exactly. Every token is quoted
@@ -191,15 +192,6 @@ class Postgres:
         )
 
 
-class _Bm25(Func):
-    """A message's FTS5 score for a match expression, NULL when it does not match: a lookup
-    by rowid, so scoring a few messages never reads every match."""
-
-    output_field = FloatField()
-    template = "(SELECT -rank FROM chat_message_fts WHERE chat_message_fts MATCH %(expressions)s)"
-    arg_joiner = " AND rowid = "
-
-
 class Sqlite:
     """FTS5 tables `chat_message_fts` (text, tools) and `chat_conversation_fts` (title)."""
 
@@ -232,9 +224,10 @@ class Sqlite:
     def ranked(
         self, messages: QuerySet[Message], terms: Sequence[Term], *, everywhere: bool
     ) -> QuerySet[Message]:
-        match = self.query(terms, column=self._column(everywhere))
-        scored = messages.annotate(score=_Bm25(Value(match), F("pk")))
-        return scored.filter(score__isnull=False)
+        # Unranked: bm25 for a few rows costs FTS5 a pass over every match of a common word
+        # per row; the first matching message (by its place) gives the snippet.
+        found = messages.filter(self.messages(terms, everywhere=everywhere))
+        return found.annotate(score=Value(0.0, output_field=FloatField()))
 
 
 BACKENDS: dict[str, Backend] = {"postgresql": Postgres(), "sqlite": Sqlite()}

@@ -59,6 +59,10 @@ def searched(site: Site, user: str, everywhere: bool, queries: list[str]) -> lis
     return found
 
 
+def hits(results: dict[str, Any]) -> list[tuple[int, str, str]]:
+    return [(hit["id"], hit["title_text"], hit["title"]) for hit in results["hits"]]
+
+
 def test_both_backends_find_the_same_for_every_shared_case(sites: dict[str, Site]) -> None:
     def group(case: search_cases.Case) -> tuple[str, bool]:
         return case.user, case.everywhere
@@ -67,7 +71,8 @@ def test_both_backends_find_the_same_for_every_shared_case(sites: dict[str, Site
         cases = list(grouped)
         queries = [case.query for case in cases]
         lite, postgres = (searched(sites[name], user, everywhere, queries) for name in sites)
-        assert postgres == lite, (user, everywhere)
+        # The same conversations; the snippet's message may differ (PostgreSQL ranks them).
+        assert [hits(results) for results in postgres] == [hits(results) for results in lite]
         for case, results in zip(cases, postgres, strict=True):
             assert [hit["title_text"] for hit in results["hits"]] == case.found, case
             marked = [hit for hit in results["hits"] if "<mark>" in hit["snippet"]]
@@ -78,8 +83,12 @@ def test_hostile_queries_answer_alike_and_never_raise(sites: dict[str, Site]) ->
     lite, postgres = (
         json.loads(sites[name].manage("shell", "-v0", stdin=HOSTILE)) for name in sites
     )
-    assert postgres == lite
+    assert {query: [pk for pk, _ in found] for query, found in postgres.items()} == {
+        query: [pk for pk, _ in found] for query, found in lite.items()
+    }
     assert postgres[repr(("pills*", False))] == [[1, "Pick up the <mark>pills</mark> on Tuesday."]]
+    first = "I need more <mark>pills</mark> for the long trip"
+    assert lite[repr(("pills*", False))] == [[1, first]]
 
 
 def test_the_admin_counts_an_unfiltered_table_from_postgres_estimate(
