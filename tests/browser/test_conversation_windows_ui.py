@@ -151,6 +151,7 @@ def test_screens_of_a_long_conversation(page: Page, live_server_url: str, login:
     look(page, "conversation-windows-latest", lambda shown: None)
     look(page, "conversation-windows-earlier", earlier)
     page.goto(f"{live_server_url}/c/{made.pk}/?at=200#message-200")
+    expect(page.locator("#message-200")).to_be_in_viewport()
     look(
         page,
         "conversation-windows-old",
