@@ -13,6 +13,8 @@ import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.csp import CSP
 
+from chat import prices
+
 # Generic Django classes (ModelAdmin[Model], ModelForm[Model]) subscriptable at run time.
 django_stubs_ext.monkeypatch()
 
@@ -61,7 +63,7 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
     "chat.apps.DaphneConfig",  # daphne's runserver, first: it replaces staticfiles' own
-    "django.contrib.admin",
+    "chat.admin_site.LabAdminConfig",  # django.contrib.admin, with the Usage page
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -185,6 +187,18 @@ STATIC_ROOT.mkdir(parents=True, exist_ok=True)  # whitenoise warns about a missi
 # Serve static files straight from the apps (no collectstatic); on by default only in DEBUG.
 WHITENOISE_USE_FINDERS = env_bool("WHITENOISE_USE_FINDERS", DEBUG)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Attachments go through Django's storage API: files under var/media by default. Several
+# processes must read the same files: a scaled-out site shares the folder
+# (AGENTLAB_MEDIA_DIR) or sets STORAGES["default"] to shared storage in its own settings module
+# (django-storages for S3-compatible services). Files are served by the app, never by URL.
+MEDIA_ROOT = Path(os.environ.get("AGENTLAB_MEDIA_DIR") or VAR_DIR / "media")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
+AGENTLAB_MAX_ATTACHMENT_BYTES = int(
+    os.environ.get("AGENTLAB_MAX_ATTACHMENT_BYTES", str(20 * 1024 * 1024))
+)
 # Behind HTTPS (production): secure cookies, HSTS and redirects to https.
 AGENTLAB_HTTPS = env_bool("AGENTLAB_HTTPS")
 SECURE_SSL_REDIRECT = AGENTLAB_HTTPS
@@ -204,7 +218,8 @@ SECURE_CSP = {
     "default-src": [CSP.SELF],
     "script-src": [CSP.SELF, CSP.NONCE],
     "style-src": [CSP.SELF],
-    "img-src": [CSP.SELF, "data:"],
+    # blob: the composer's thumbnails of files not yet sent.
+    "img-src": [CSP.SELF, "data:", "blob:"],
     "connect-src": [CSP.SELF],
     "object-src": [CSP.NONE],
     "base-uri": [CSP.SELF],
@@ -241,6 +256,11 @@ AGENTLAB_KEY_VARIABLES = env_list("AGENTLAB_KEY_VARIABLES", "")
 # variable: a provider's key (OPENAI_API_KEY, AGENTLAB_KEY_*) only if listed here on purpose.
 AGENTLAB_MCP_KEY_VARIABLES = env_list("AGENTLAB_MCP_KEY_VARIABLES", "")
 AGENTLAB_MODEL = os.environ.get("AGENTLAB_MODEL", "")
+# Prices per million tokens, by model: the admin's Usage page shows cost where one is set.
+try:
+    AGENTLAB_MODEL_PRICES = prices.parse(os.environ.get("AGENTLAB_MODEL_PRICES", ""))
+except ValueError as exc:
+    raise ImproperlyConfigured(f"AGENTLAB_MODEL_PRICES: {exc}") from None
 # Content of a tool-call-only assistant message on the wire: "empty" (""), "null", or "omit".
 AGENTLAB_TOOL_CALL_CONTENT = os.environ.get("AGENTLAB_TOOL_CALL_CONTENT", "empty")
 if AGENTLAB_TOOL_CALL_CONTENT not in {"empty", "null", "omit"}:

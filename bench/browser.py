@@ -1,10 +1,10 @@
 """The browser probe: Debian's chromium through Playwright, timing what the page shows.
 
 A MutationObserver injected before any page script records, in page time (performance.now()),
-the Enter key press on the composer (time zero), the first streamed text in `.live-text`, every
-later growth of that text (to see stutter), and the finished reply's footer. Each sample is a
-fresh conversation in a fresh page; the direct client runs right before each scenario with the
-same reply length and pace.
+the Enter key press on the composer (time zero), the first streamed text in the reply's `.text`
+(its rendered blocks and the one being written), every later growth of that text (to see
+stutter), and the finished reply's footer. Each sample is a fresh conversation in a fresh page;
+the direct client runs right before each scenario with the same reply length and pace.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ OBSERVER = """
       b.frames = [];
       this.addEventListener("message", (event) => {
         b.frames.push([event.timeStamp, performance.now(),
-                       String(event.data).includes('-text" hx-swap-oob="beforeend"')]);
+                       /-(text|done)" hx-swap-oob=/.test(String(event.data))]);
       });
     }
     return send.call(this, data);
@@ -48,7 +48,7 @@ OBSERVER = """
   new MutationObserver(() => {
     if (b.t0 === null || b.done !== null) return;
     const now = performance.now();
-    const live = document.querySelector(".message.assistant.streaming .live-text");
+    const live = document.querySelector(".message.assistant.streaming .text");
     if (live && live.textContent.length > b.length) {
       b.length = live.textContent.length;
       b.updates.push(now);

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench.report import _fmt, _table, _target
+from bench.report import fmt, table, target_line, targets_section
 
 SEARCH_MESSAGES = 1_000_000
 """The search target holds on PostgreSQL at this many messages."""
@@ -38,22 +38,22 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
     postgres = report["meta"]["database"] == "PostgreSQL"
     light, heavy, long = pages["light_page"], pages["heavy_page"], pages["long_page"]
     targets = [
-        _target(
+        target_line(
             "heavy user's page time / light user's",
             f"<= {PAGE_RATIO}x",
             _ratio(heavy["ms"], light["ms"]),
             PAGE_RATIO,
             "x",
         ),
-        _target(
+        target_line(
             "heavy user's page bytes / light user's",
             f"<= {PAGE_RATIO}x",
             _ratio(heavy["bytes"], light["bytes"]),
             PAGE_RATIO,
             "x",
         ),
-        _target("long conversation page time", "< 300 ms", long["ms"], 300),
-        _target("long conversation page size", "< 500 KB", long["bytes"] / 1000, 500, "KB"),
+        target_line("long conversation page time", "< 300 ms", long["ms"], 300),
+        target_line("long conversation page size", "< 500 KB", long["bytes"] / 1000, 500, "KB"),
     ]
     search_reason = None
     if not postgres:
@@ -62,16 +62,18 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
         search_reason = f"stated at {SEARCH_MESSAGES:,} messages (--messages {SEARCH_MESSAGES})"
     for kind, label in (("rare", "rare word"), ("common", "common word"), ("none", "no hit")):
         value = None if search_reason else pages[f"search_{kind}"]["ms"]
-        targets.append(_target(f"search, {label}", "< 100 ms", value, 100, reason=search_reason))
+        targets.append(
+            target_line(f"search, {label}", "< 100 ms", value, 100, reason=search_reason)
+        )
     admin_reason = None
     if counts["conversations"] < ADMIN_CONVERSATIONS:
         admin_reason = f"stated at {ADMIN_CONVERSATIONS:,} conversations"
     for name, label in (("admin_list", "admin list"), ("admin_search", "admin search")):
         value = None if admin_reason else pages[name]["ms"]
-        targets.append(_target(label, "< 500 ms", value, 500, reason=admin_reason))
+        targets.append(target_line(label, "< 500 ms", value, 500, reason=admin_reason))
     stored = report["stored"]
     targets.append(
-        _target(
+        target_line(
             f"stored bytes per model call, turn {stored['last']['turn']} / turn 1",
             "<= 2x",
             _ratio(stored["last"]["per_call"], stored["first"]["per_call"]),
@@ -84,7 +86,7 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
     # few and the largest single record cost.
     alone = max(export["member"]["peak_mb"], export["long"]["peak_mb"])
     targets.append(
-        _target(
+        target_line(
             f"export peak RSS, all {export['all']['conversations']:,} / the larger of "
             f"{export['member']['conversations']:,} and the long one",
             f"<= {EXPORT_RATIO}x",
@@ -97,7 +99,7 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
     rate = imports["per_second"]
     # Per second in conversations of 50 KB, so a record of another size compares fairly.
     scaled = None if rate is None else rate * imports["record_bytes"] / IMPORT_RECORD_BYTES
-    verdict = _target("import, 50 KB conversations a second", f">= {IMPORT_RATE:g}", None, 0)
+    verdict = target_line("import, 50 KB conversations a second", f">= {IMPORT_RATE:g}", None, 0)
     if scaled is not None:
         met = scaled >= IMPORT_RATE
         status = "met" if met else f"missed by {IMPORT_RATE - scaled:.1f} /s"
@@ -128,43 +130,35 @@ def render(report: dict[str, Any]) -> str:
         [
             label,
             page["user"],
-            _fmt(page["ms"]),
-            _fmt(page["bytes"] / 1000),
+            fmt(page["ms"]),
+            fmt(page["bytes"] / 1000),
             str(page["status"]),
         ]
         for name, label in ROWS
         for page in [report["pages"][name]]
     ]
-    parts.append(_table(["page", "as", "ms", "KB", "HTTP"], rows))
+    parts.append(table(["page", "as", "ms", "KB", "HTTP"], rows))
     stored, export, imports = report["stored"], report["export"], report["import"]
     parts += [
         "",
         "Stored per model call of the long conversation (every ModelCall column as stored): "
         + "; ".join(
-            f"turn {stored[end]['turn']}: {_fmt(stored[end]['per_call'] / 1000)} KB "
+            f"turn {stored[end]['turn']}: {fmt(stored[end]['per_call'] / 1000)} KB "
             f"({stored[end]['calls']} calls)"
             for end in ("first", "last")
         ),
         "Export, --format full: "
         + "; ".join(
             f"{export[name]['conversations']:,} conversation(s) ({name}): peak RSS "
-            f"{_fmt(export[name]['peak_mb'])} MB, {_fmt(export[name]['seconds'])} s, "
-            f"{_fmt(export[name]['bytes'] / 1e6)} MB written"
+            f"{fmt(export[name]['peak_mb'])} MB, {fmt(export[name]['seconds'])} s, "
+            f"{fmt(export[name]['bytes'] / 1e6)} MB written"
             for name in ("member", "long", "all")
         ),
-        f"Import: {imports['lines']} conversations of {_fmt(imports['record_bytes'] / 1000)} KB "
-        f"in {_fmt(imports['seconds']['many'])} s, 1 in {_fmt(imports['seconds']['one'])} s: "
-        f"{_fmt(imports['per_second'])} conversations a second beyond start-up",
+        f"Import: {imports['lines']} conversations of {fmt(imports['record_bytes'] / 1000)} KB "
+        f"in {fmt(imports['seconds']['many'])} s, 1 in {fmt(imports['seconds']['one'])} s: "
+        f"{fmt(imports['per_second'])} conversations a second beyond start-up",
     ]
     if report["daphne_errors"]:
         parts.append(f"daphne logged errors: {report['daphne_errors'][0][:200]}")
-    parts += ["", "Targets"]
-    width = max(len(target["name"]) for target in report["targets"])
-    for target in report["targets"]:
-        digits = 2 if target.get("unit") == "x" else 1
-        value = "-" if target["value"] is None else _fmt(target["value"], digits)
-        parts.append(
-            f"  {target['name'].ljust(width)}  {target['target']:>9}  {value:>9}  "
-            f"{target['status']}"
-        )
+    parts += targets_section(report["targets"])
     return "\n".join(parts)

@@ -52,13 +52,20 @@ class ReplySpec:
         )
 
 
+PARAGRAPH = 40
+"""Tokens a paragraph of the reply holds: a reply has blocks, as replies do, so the page renders
+each finished one while the rest streams (chat.live_markdown)."""
+
+
 def expected_text(tokens: int) -> str:
     """The reply the provider streams for a given length."""
-    return " ".join(f"t{i}" for i in range(tokens))
+    return "".join(token_piece(index) for index in range(tokens))
 
 
 def token_piece(index: int) -> str:
-    return f"t{index}" if index == 0 else f" t{index}"
+    if index == 0:
+        return "t0"
+    return f"\n\nt{index}" if index % PARAGRAPH == 0 else f" t{index}"
 
 
 def parse_prompt(text: str, default: ReplySpec) -> ReplySpec:
@@ -117,7 +124,7 @@ _STREAM_HEAD = (
 
 
 def _token_chunk(index: int) -> bytes:
-    return _choice_chunk(b'{"content":"' + token_piece(index).encode() + b'"}')
+    return _choice_chunk(b'{"content":' + json.dumps(token_piece(index)).encode() + b"}")
 
 
 class BenchProvider:

@@ -22,7 +22,7 @@ LOAD_LEVEL = 200
 LOAD_PACE_MS = 20.0
 
 
-def _target(
+def target_line(
     name: str,
     limit: str,
     value: float | None,
@@ -49,7 +49,7 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
     full_speed = next((s for s in browser if s["pace_ms"] == 0), None)
     paced_browser = next((s for s in browser if s["pace_ms"] > 0), None)
     targets.append(
-        _target(
+        target_line(
             "browser: full-speed reply complete on screen vs direct (p50)",
             "<= 150 ms",
             full_speed["overhead_ms"]["done"] if full_speed else None,
@@ -57,7 +57,7 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
         )
     )
     targets.append(
-        _target(
+        target_line(
             "browser: first token on screen vs direct (p50)",
             "<= 30 ms",
             full_speed["overhead_ms"]["first"] if full_speed else None,
@@ -66,7 +66,7 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
     )
     one = levels.get(1)
     targets.append(
-        _target(
+        target_line(
             "websocket c=1: first-token overhead p50",
             "<= 10 ms",
             one["overhead_ms"]["ttft"]["p50"] if one else None,
@@ -79,7 +79,7 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
         lost = tokens["lost"] + tokens["duplicated"] + tokens["reordered"] + tokens["garbled"]
         lost += top["relayed"]["unfinished"] * report["config"]["tokens"]
     targets.append(
-        _target(
+        target_line(
             "websocket c=200: lost + duplicated + reordered tokens",
             "0",
             float(lost) if top else None,
@@ -88,7 +88,7 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
         )
     )
     targets.append(
-        _target(
+        target_line(
             "websocket c=200: first-token overhead p99",
             "< 250 ms",
             top["overhead_ms"]["ttft"]["p99"] if top else None,
@@ -98,7 +98,7 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
     violations = sum(level["relayed"]["frame_bound_violations"] for level in levels.values())
     violations += sum(s["frame_bound_violations"] for s in report.get("coalescing") or [])
     targets.append(
-        _target(
+        target_line(
             "frames bounded by time: replies with more text frames than ceil(span/interval) + 2",
             "0",
             float(violations),
@@ -108,7 +108,7 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
     )
     paced = next((s for s in report.get("coalescing") or [] if s["pace_ms"] > 0), None)
     targets.append(
-        _target(
+        target_line(
             f"no stutter at {paced['pace_ms']:g} ms/token: longest pause between text frames"
             if paced
             else "no stutter: longest pause between text frames",
@@ -118,7 +118,7 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
         )
     )
     targets.append(
-        _target(
+        target_line(
             "no stutter on screen: longest pause between text updates",
             f"<= {STUTTER_MS:g} ms",
             paced_browser["gap_ms"]["max"] if paced_browser else None,
@@ -129,7 +129,7 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
     db_runs = db.get("runs", [])
     counts = [run["writes"] - run.get("checkpoints", 0) for run in db_runs]
     targets.append(
-        _target(
+        target_line(
             "database writes per run, checkpoints aside, do not grow with reply length (max - min)",
             "0",
             float(max(counts) - min(counts)) if counts else None,
@@ -144,7 +144,7 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
         if interval
     ]
     targets.append(
-        _target(
+        target_line(
             "checkpoint writes per run <= its duration / AGENTLAB_CHECKPOINT_SECONDS",
             "0",
             float(max(over)) if over else None,
@@ -158,7 +158,7 @@ def evaluate(report: dict[str, Any]) -> list[dict[str, Any]]:
         for key in ("lost", "duplicated", "reordered", "garbled", "unfinished")
     )
     targets.append(
-        _target(
+        target_line(
             "every relayed reply equals the provider's text (all phases)",
             "0",
             float(bad) if correctness else None,
@@ -180,7 +180,7 @@ def startup_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     startup = report.get("startup") or {}
     limit = startup.get("target_ms", 0.0)
     return [
-        _target(
+        target_line(
             f"start-up of {command['command']} (wall p50)",
             f"<= {limit:,.0f} ms",
             command["wall_ms"]["p50"],
@@ -223,8 +223,8 @@ def cpu_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
         lengths = " and ".join(str(length) for length in fit.get("tokens") or [])
         one_name = f"server CPU per {reference}-token reply, c=1 (fit at {lengths} tokens)"
     targets = [
-        _target(one_name, reply_limit, one_reply, CPU_REPLY_MS, reason=no_fit),
-        _target(
+        target_line(one_name, reply_limit, one_reply, CPU_REPLY_MS, reason=no_fit),
+        target_line(
             "server CPU per relayed token, c=1",
             token_limit,
             one["us_per_token"] if one else None,
@@ -244,8 +244,8 @@ def cpu_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
                 f"(scaled from {tokens}; fixed part from c=1)"
             )
         targets += [
-            _target(top_name, reply_limit, top_reply, CPU_REPLY_MS, reason=no_fit),
-            _target(
+            target_line(top_name, reply_limit, top_reply, CPU_REPLY_MS, reason=no_fit),
+            target_line(
                 f"server CPU per relayed token, c={top_level}",
                 token_limit,
                 top["us_per_token"],
@@ -298,14 +298,14 @@ def capacity_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     )
     no_browser = "a run with the browser" if not browser else "no tool scenario"
     return [
-        _target(
+        target_line(
             f"1 process, {load}: first-token overhead p99",
             "< 250 ms",
             one["overhead_ms"]["ttft"]["p99"] if one else None,
             250,
             reason=one_reason,
         ),
-        _target(
+        target_line(
             f"1 process, {load}: relayed complete p50 / direct p50",
             "<= 1.05x",
             one["ratio"]["total"]["p50"] if one else None,
@@ -313,7 +313,7 @@ def capacity_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
             "x",
             one_reason,
         ),
-        _target(
+        target_line(
             f"1 process, {load}: lost + duplicated + reordered tokens",
             "0",
             _bad_tokens(one, tokens) if one else None,
@@ -321,7 +321,7 @@ def capacity_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
             "tokens",
             one_reason,
         ),
-        _target(
+        target_line(
             f"2 processes, {load}: lost + duplicated + reordered tokens",
             "0",
             _bad_tokens(two, tokens) if two else None,
@@ -329,21 +329,21 @@ def capacity_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
             "tokens",
             two_reason,
         ),
-        _target(
+        target_line(
             f"2 processes, {load}: first-token overhead p99",
             "< 500 ms",
             two["overhead_ms"]["ttft"]["p99"] if two else None,
             500,
             reason=two_reason,
         ),
-        _target(
+        target_line(
             "browser: first token on screen vs direct (p50), capacity target",
             "<= 15 ms",
             full_speed["overhead_ms"]["first"] if full_speed else None,
             15,
             reason="a run with the browser",
         ),
-        _target(
+        target_line(
             "browser: a tool round + 100 tokens complete on screen vs direct (p50)",
             "<= 30 ms",
             tool["overhead_ms"]["done"] if tool else None,
@@ -353,7 +353,7 @@ def capacity_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _fmt(value: float | None, digits: int = 1) -> str:
+def fmt(value: float | None, digits: int = 1) -> str:
     if value is None:
         return "-"
     if abs(value) >= 1000:
@@ -362,10 +362,24 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 
 
 def _pair(figure: dict[str, Any], digits: int = 1) -> str:
-    return f"{_fmt(figure['p50'], digits)} / {_fmt(figure['p99'], digits)}"
+    return f"{fmt(figure['p50'], digits)} / {fmt(figure['p99'], digits)}"
 
 
-def _table(headers: list[str], rows: list[list[str]]) -> str:
+def targets_section(targets: list[dict[str, Any]]) -> list[str]:
+    """The closing lines of a report: each target with its limit, value and met / missed."""
+    lines = ["", "Targets"]
+    width = max(len(target["name"]) for target in targets)
+    for target in targets:
+        digits = 2 if target.get("unit") == "x" else 1
+        value = "-" if target["value"] is None else fmt(target["value"], digits)
+        lines.append(
+            f"  {target['name'].ljust(width)}  {target['target']:>9}  {value:>9}  "
+            f"{target['status']}"
+        )
+    return lines
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
     columns = zip(headers, *rows, strict=False)
     widths = [max(len(str(cell)) for cell in column) for column in columns]
     line = "  ".join(header.ljust(width) for header, width in zip(headers, widths, strict=False))
@@ -398,16 +412,16 @@ def render(report: dict[str, Any]) -> str:
                 _pair(direct["ttft_ms"]),
                 _pair(relayed["ttft_ms"]),
                 _pair(level["overhead_ms"]["ttft"]),
-                f"{_fmt(level['ratio']['ttft']['p50'])}x",
+                f"{fmt(level['ratio']['ttft']['p50'])}x",
                 _pair(direct["total_ms"]),
                 _pair(relayed["total_ms"]),
                 _pair(level["overhead_ms"]["total"]),
-                f"{_fmt(level['ratio']['total']['p50'], 2)}x",
+                f"{fmt(level['ratio']['total']['p50'], 2)}x",
                 _pair(level["relay_latency_ms"]["first_token"]),
             ]
         )
     parts.append(
-        _table(
+        table(
             [
                 "conc",
                 "n",
@@ -436,16 +450,16 @@ def render(report: dict[str, Any]) -> str:
                 _pair(relayed["frames"], 0),
                 _pair(relayed["text_frames"], 0),
                 _pair(relayed["bytes"], 0),
-                _fmt(relayed["tokens_per_s"], 0),
-                _fmt(direct["tokens_per_s"], 0),
-                _fmt(relayed["replies_per_s"]),
+                fmt(relayed["tokens_per_s"], 0),
+                fmt(direct["tokens_per_s"], 0),
+                fmt(relayed["replies_per_s"]),
                 " + ".join(f"{value / 1024:.0f}" for value in peak),
                 f"{tokens['lost']}/{tokens['duplicated']}/{tokens['reordered']}",
                 str(relayed["unfinished"]),
             ]
         )
     parts.append(
-        _table(
+        table(
             [
                 "conc",
                 "frames/reply",
@@ -467,20 +481,20 @@ def render(report: dict[str, Any]) -> str:
         [
             str(s["tokens"]),
             f"{s['pace_ms']:g}",
-            _fmt(s["streaming_ms"]["p50"]),
-            _fmt(s["frames"]["p50"], 0),
-            _fmt(s["text_frames"]["p50"], 0),
+            fmt(s["streaming_ms"]["p50"]),
+            fmt(s["frames"]["p50"], 0),
+            fmt(s["text_frames"]["p50"], 0),
             str(max(s["frame_bound"], default=0)),
-            _fmt(s["bytes"]["p50"], 0),
-            f"{_fmt(s['gap_ms']['p50'])} / {_fmt(s['gap_ms']['max'])}",
-            _fmt(s["ttft_ms"]["p50"]),
-            f"{_fmt(s['total_ms']['p50'])} vs {_fmt(s['direct_total_ms']['p50'])}",
-            _fmt((s.get("server_cpu") or {}).get("ms_per_run")),
+            fmt(s["bytes"]["p50"], 0),
+            f"{fmt(s['gap_ms']['p50'])} / {fmt(s['gap_ms']['max'])}",
+            fmt(s["ttft_ms"]["p50"]),
+            f"{fmt(s['total_ms']['p50'])} vs {fmt(s['direct_total_ms']['p50'])}",
+            fmt((s.get("server_cpu") or {}).get("ms_per_run")),
         ]
         for s in report["coalescing"]
     ]
     parts.append(
-        _table(
+        table(
             [
                 "tokens",
                 "ms/token",
@@ -508,18 +522,18 @@ def render(report: dict[str, Any]) -> str:
                     f"{s['tokens']}" + (f" after {tools} tool round(s)" if tools else ""),
                     f"{s['pace_ms']:g}",
                     str(s["samples"]),
-                    f"{_fmt(direct['ttft']['p50'])}",
-                    f"{_fmt(screen['first']['p50'])} (max {_fmt(screen['first']['max'])})",
-                    _fmt(s["overhead_ms"]["first"]),
-                    f"{_fmt(direct['total']['p50'])}",
-                    f"{_fmt(screen['done']['p50'])} (max {_fmt(screen['done']['max'])})",
-                    _fmt(s["overhead_ms"]["done"]),
-                    f"{_fmt(s['gap_ms']['p95'])} / {_fmt(s['gap_ms']['max'])}",
+                    f"{fmt(direct['ttft']['p50'])}",
+                    f"{fmt(screen['first']['p50'])} (max {fmt(screen['first']['max'])})",
+                    fmt(s["overhead_ms"]["first"]),
+                    f"{fmt(direct['total']['p50'])}",
+                    f"{fmt(screen['done']['p50'])} (max {fmt(screen['done']['max'])})",
+                    fmt(s["overhead_ms"]["done"]),
+                    f"{fmt(s['gap_ms']['p95'])} / {fmt(s['gap_ms']['max'])}",
                     str(s["tokens_failed"] + len(s["errors"])),
                 ]
             )
         parts.append(
-            _table(
+            table(
                 [
                     "tokens",
                     "ms/token",
@@ -540,9 +554,9 @@ def render(report: dict[str, Any]) -> str:
             "First token's way, p50 ms from the Enter key: "
             + "; ".join(
                 f"{s['tokens']} tokens at {s['pace_ms']:g} ms/token: frame sent "
-                f"{_fmt(s['screen_ms']['sent']['p50'])}, first text frame arrives "
-                f"{_fmt(s['screen_ms']['first_arrival']['p50'])}, htmx done "
-                f"{_fmt(s['screen_ms']['first_handled']['p50'])}"
+                f"{fmt(s['screen_ms']['sent']['p50'])}, first text frame arrives "
+                f"{fmt(s['screen_ms']['first_arrival']['p50'])}, htmx done "
+                f"{fmt(s['screen_ms']['first_handled']['p50'])}"
                 for s in report["browser"]
                 if "sent" in s["screen_ms"]
             )
@@ -568,8 +582,8 @@ def render(report: dict[str, Any]) -> str:
             "",
             "Provider connection over TLS (a local endpoint; CPU of the asking process per "
             f"request, best of two rounds of {tls['requests']}): a new client and connection "
-            f"{_fmt(tls['new_connection_ms'], 2)} ms, a kept one "
-            f"{_fmt(tls['kept_connection_ms'], 2)} ms: {_fmt(tls['saved_ms'], 2)} ms saved per "
+            f"{fmt(tls['new_connection_ms'], 2)} ms, a kept one "
+            f"{fmt(tls['kept_connection_ms'], 2)} ms: {fmt(tls['saved_ms'], 2)} ms saved per "
             "run by the kept provider clients",
         ]
     startup = report.get("startup")
@@ -579,9 +593,9 @@ def render(report: dict[str, Any]) -> str:
             f"Command start-up (a process of its own, {startup['samples']} times each; wall p50, "
             "min-max, and the process's CPU p50): "
             + "; ".join(
-                f"{command['command']} {_fmt(command['wall_ms']['p50'], 0)} ms "
-                f"({_fmt(command['wall_ms']['min'], 0)}-{_fmt(command['wall_ms']['max'], 0)}), "
-                f"CPU {_fmt(command['cpu_ms']['p50'], 0)} ms"
+                f"{command['command']} {fmt(command['wall_ms']['p50'], 0)} ms "
+                f"({fmt(command['wall_ms']['min'], 0)}-{fmt(command['wall_ms']['max'], 0)}), "
+                f"CPU {fmt(command['cpu_ms']['p50'], 0)} ms"
                 for command in startup["commands"]
             ),
         ]
@@ -589,15 +603,7 @@ def render(report: dict[str, Any]) -> str:
     if errors:
         logs = ", ".join(server["log"] for server in report["daphne"] if server.get("log"))
         parts.append(f"daphne logged {len(errors)} error line(s): {errors[0][:200]} (logs: {logs})")
-    parts += ["", "Targets"]
-    width = max(len(target["name"]) for target in report["targets"])
-    for target in report["targets"]:
-        digits = 2 if target.get("unit") == "x" else 1
-        value = "-" if target["value"] is None else _fmt(target["value"], digits)
-        parts.append(
-            f"  {target['name'].ljust(width)}  {target['target']:>9}  {value:>9}  "
-            f"{target['status']}"
-        )
+    parts += targets_section(report["targets"])
     return "\n".join(parts)
 
 
@@ -613,7 +619,7 @@ def _cpu_section(report: dict[str, Any]) -> list[str]:
         f"Server CPU: daphne user + system ({'sum of ' if processes > 1 else ''}{processes} "
         f"process{'es' if processes > 1 else ''}; {cpu['source']}), from the first message sent "
         "until quiet after the last done frame; sockets = their open and close, apart; "
-        f"idle {_fmt(cpu['idle_ms_per_s'], 2)} ms/s",
+        f"idle {fmt(cpu['idle_ms_per_s'], 2)} ms/s",
     ]
     rows = []
     for level in report["levels"]:
@@ -622,15 +628,15 @@ def _cpu_section(report: dict[str, Any]) -> list[str]:
             [
                 str(level["level"]),
                 str(figures.get("runs", 0)),
-                _fmt(figures.get("ms")),
-                _fmt(figures.get("ms_per_run"), 2),
-                _fmt(figures.get("us_per_token")),
-                _fmt(figures.get("us_per_token_beyond_fixed")),
-                _fmt(figures.get("sockets_ms_per_run"), 2),
+                fmt(figures.get("ms")),
+                fmt(figures.get("ms_per_run"), 2),
+                fmt(figures.get("us_per_token")),
+                fmt(figures.get("us_per_token_beyond_fixed")),
+                fmt(figures.get("sockets_ms_per_run"), 2),
             ]
         )
     parts.append(
-        _table(
+        table(
             [
                 "conc",
                 "runs",
@@ -648,9 +654,9 @@ def _cpu_section(report: dict[str, Any]) -> list[str]:
         parts.append(
             f"Fit at c=1 over {fit['points']} runs of {lengths} tokens at "
             f"{config['pace_ms']:g} ms/token, cpu = fixed + per_token x tokens: fixed "
-            f"{_fmt(fit['fixed_ms'], 2)} ms per run start/finish + {_fmt(fit['us_per_token'])} µs "
+            f"{fmt(fit['fixed_ms'], 2)} ms per run start/finish + {fmt(fit['us_per_token'])} µs "
             f"per token{_se(fit.get('us_per_token_se'))} (rms residual "
-            f"{_fmt(fit['residual_ms'], 2)} ms) -> {_fmt(fit['ms_per_reference_reply'], 2)}"
+            f"{fmt(fit['residual_ms'], 2)} ms) -> {fmt(fit['ms_per_reference_reply'], 2)}"
             f"{_se(fit.get('ms_per_reference_reply_se'), 2)} ms per "
             f"{fit['reference_tokens']}-token reply"
             + (
@@ -665,7 +671,7 @@ def _cpu_section(report: dict[str, Any]) -> list[str]:
 
 
 def _se(value: float | None, digits: int = 1) -> str:
-    return "" if value is None else f" ± {_fmt(value, digits)}"
+    return "" if value is None else f" ± {fmt(value, digits)}"
 
 
 def default_json_path() -> Path:

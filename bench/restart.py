@@ -25,7 +25,7 @@ from typing import Any
 import httpx
 
 from bench.provider import ReplySpec
-from bench.report import _fmt, _table, _target
+from bench.report import fmt, table, target_line
 from bench.stats import check_tokens, summary, total_checks
 from chat.testing.processes import DaphneServer
 from chat.testing.rolling import Fleet, Followed, follow
@@ -198,8 +198,8 @@ def restart_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
     bad = None if scenario is None else scenario["interrupted"] + scenario["failed"]
     expired = None if scenario is None else float(scenario["leases_expired"])
     return [
-        _target("rolling restart: runs interrupted or failed", "0", bad, 0, "runs", reason),
-        _target(
+        target_line("rolling restart: runs interrupted or failed", "0", bad, 0, "runs", reason),
+        target_line(
             "rolling restart: runs not completed",
             "0",
             None if scenario is None else scenario["runs"] - scenario["completed"],
@@ -207,7 +207,7 @@ def restart_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
             "runs",
             reason,
         ),
-        _target(
+        target_line(
             "rolling restart: lost + duplicated + reordered tokens in the replies",
             "0",
             None if lost is None else float(lost),
@@ -215,7 +215,7 @@ def restart_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
             "tokens",
             reason,
         ),
-        _target(
+        target_line(
             "rolling restart: leases left to expire (a stopped process let every run go)",
             "0",
             expired,
@@ -223,7 +223,7 @@ def restart_targets(report: dict[str, Any]) -> list[dict[str, Any]]:
             "leases",
             reason,
         ),
-        _target(
+        target_line(
             "rolling restart: provider requests beyond one per turn, per resumption",
             "<= 1",
             extra,
@@ -251,8 +251,8 @@ def restart_section(report: dict[str, Any]) -> list[str]:
         str(scenario["leases_expired"]),
         f"{scenario['provider_requests']} ({scenario['turns']})",
         f"+{scenario['extra_requests']}",
-        f"{_fmt(handover['p50'])} / {_fmt(handover['max'])}",
-        _fmt(scenario["client_sockets"]["max"], 0),
+        f"{fmt(handover['p50'])} / {fmt(handover['max'])}",
+        fmt(scenario["client_sockets"]["max"], 0),
     ]
     restarts = "; ".join(
         f":{r['port']} stopped in {r['stop_seconds']:.1f} s, served again {r['start_seconds']:.1f}"
@@ -265,7 +265,7 @@ def restart_section(report: dict[str, Any]) -> list[str]:
         f"{scenario['grace_s']} s grace) and started again while {scenario['runs']} runs stream "
         f"({scenario['tool_rounds']} tool round, {scenario['tokens']} tokens at "
         f"{scenario['pace_ms']:g} ms/token); took {scenario['wall_ms'] / 1000:.1f} s",
-        _table(
+        table(
             [
                 "runs",
                 "completed",

@@ -25,7 +25,13 @@ from bench.provider import ReplySpec
 from bench.stats import Timed
 
 DONE = 'data-running="false"'
-_DELTA = re.compile(r'<span id="reply-(\d+)-text" hx-swap-oob="beforeend">(.*?)</span>', re.S)
+_TEXT = re.compile(
+    r'<span id="reply-(\d+)-text" hx-swap-oob="(beforeend|innerHTML)">(.*?)</span>'
+    r'|<div id="reply-(\d+)-done" hx-swap-oob="beforeend">(.*?)</div>(?=<span id="reply-)',
+    re.S,
+)
+"""The streamed text's swaps: raw text appended to or replacing the block being written, and
+finished blocks rendered (chat.live_markdown.LiveText.frames)."""
 _FINAL = re.compile(r'<div class="text">(.*?)</div>', re.S)
 _NOTICE = re.compile(r'<div id="notice" class="notice notice-error"[^>]*>(.*?)</div>', re.S)
 _TAG = re.compile(r"<[^>]+>")
@@ -186,25 +192,30 @@ def _parse(watch: _Watch) -> RelayedReply:
         tokens=watch.spec.tokens,
         sent_at=watch.sent_at,
     )
-    pieces: list[str] = []
+    done: list[str] = []
+    tail = ""
     last_text: float | None = None
     for at, frame in watch.frames:
         if at < watch.sent_at:
             continue
         reply.frames += 1
         reply.bytes += len(frame.encode())
-        deltas = [(int(run), chunk) for run, chunk in _DELTA.findall(frame)]
-        if deltas:
-            reply.run = deltas[0][0]
-            text = "".join(html.unescape(chunk) for _, chunk in deltas)
-            if text:
-                reply.text_frames += 1
-                pieces.append(text)
-                if reply.first_token is None:
-                    reply.first_token = at
-                elif last_text is not None:
-                    reply.gaps.append(at - last_text)
-                last_text = at
+        swaps = _TEXT.findall(frame)
+        for run, swap, chunk, done_run, blocks in swaps:
+            reply.run = int(run or done_run)
+            if blocks:
+                done.append(html.unescape(_TAG.sub(" ", blocks)))
+            elif swap == "innerHTML":
+                tail = html.unescape(chunk)
+            else:
+                tail += html.unescape(chunk)
+        if any(chunk or blocks for _, _, chunk, _, blocks in swaps):
+            reply.text_frames += 1
+            if reply.first_token is None:
+                reply.first_token = at
+            elif last_text is not None:
+                reply.gaps.append(at - last_text)
+            last_text = at
         reply.notices += [html.unescape(notice) for notice in _NOTICE.findall(frame) if notice]
         if DONE in frame:
             reply.completed = at
@@ -212,7 +223,7 @@ def _parse(watch: _Watch) -> RelayedReply:
             if final:
                 reply.final_text = " ".join(html.unescape(_TAG.sub(" ", final.group(1))).split())
             break
-    reply.text = "".join(pieces)
+    reply.text = " ".join([*done, tail])
     return reply
 
 

@@ -1,8 +1,9 @@
 """Who may do what in a conversation: the one rule that every entry point asks (pages, socket
 frames, the admin, commands, the start of a run).
 
-A conversation's owner may do everything. Shared with the team, it may be read and annotated
-by every logged-in user; writing, deciding a tool call and configuring stay its owner's.
+A conversation's owner may do everything. Shared with the team, it may be read, annotated and
+copied (forked into a conversation of one's own) by every logged-in user; writing, deciding a
+tool call and configuring stay its owner's.
 An evaluation's replay is its record of an attempt: read and annotated as any shared
 conversation, written in and configured by no one (the evaluation writes it without asking).
 Staff and superusers have no more say in the chat than anyone: the admin, behind Django's own
@@ -39,18 +40,22 @@ class Action(StrEnum):
     ANNOTATE = "annotate"
     """Mark a reply or a tool call, save a moment as a case: rows of their own."""
     WRITE = "write"
-    """Send, edit, regenerate, switch versions, stop; fork; start a run."""
+    """Send, edit, regenerate, switch versions, stop; start a run."""
     DECIDE = "decide"
     """Approve or deny a tool call that waits for a person."""
     CONFIGURE = "configure"
     """Settings, model, title, sharing, deletion."""
+    COPY = "copy"
+    """Fork it into a conversation of one's own ("Continue in my own copy"): the copy belongs to
+    whoever makes it, and this conversation is not changed."""
 
 
-TEAM = frozenset({Action.READ, Action.ANNOTATE})
+TEAM = frozenset({Action.READ, Action.ANNOTATE, Action.COPY})
 """What the team may do in a conversation shared with it; the rest is its owner's alone."""
 
-RECORD = frozenset({Action.WRITE, Action.CONFIGURE})
-"""What no one may do in an evaluation's replay: it stays as the evaluation recorded it."""
+RECORD = frozenset({Action.WRITE, Action.CONFIGURE, Action.COPY})
+"""What no one may do in an evaluation's replay: it stays as the evaluation recorded it, and
+is continued by no one (a case replays it instead)."""
 
 READ_ONLY = "This conversation is shared with you to read: only its owner can write in it."
 NOT_YOURS = "This conversation is not yours: only its owner can write in it."
@@ -68,10 +73,8 @@ def condition(user: Any, action: Action) -> Q:
     pk = _user_pk(user)
     if pk is None:
         return Q(pk__in=[])
-    mine = Q(owner_id=pk)
-    if action in TEAM:
-        return mine | Q(shared=True)
-    return mine & ~Q(purpose=Purpose.EVAL) if action in RECORD else mine
+    allowed = Q(owner_id=pk) | Q(shared=True) if action in TEAM else Q(owner_id=pk)
+    return allowed & ~Q(purpose=Purpose.EVAL) if action in RECORD else allowed
 
 
 def may(user: Any, action: Action, conversation: Conversation) -> bool:
@@ -79,9 +82,8 @@ def may(user: Any, action: Action, conversation: Conversation) -> bool:
     pk = _user_pk(user)
     if pk is None:
         return False
-    if action in TEAM:
-        return conversation.owner_id == pk or conversation.shared
-    return conversation.owner_id == pk and not (action in RECORD and is_replay(conversation))
+    allowed = conversation.owner_id == pk or (action in TEAM and conversation.shared)
+    return allowed and not (action in RECORD and is_replay(conversation))
 
 
 def is_replay(conversation: Conversation) -> bool:

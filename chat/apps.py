@@ -4,6 +4,7 @@ from importlib import import_module
 
 from django.apps import AppConfig
 from django.conf import settings
+from django.db.models.signals import post_migrate, pre_migrate
 
 
 class ChatConfig(AppConfig):
@@ -11,6 +12,10 @@ class ChatConfig(AppConfig):
     verbose_name = "Agent Lab"
 
     def ready(self) -> None:
+        from chat.search_index import restore_sqlite_index, set_aside_sqlite_index
+
+        pre_migrate.connect(set_aside_sqlite_index, sender=self)
+        post_migrate.connect(restore_sqlite_index, sender=self)
         for module in settings.AGENTLAB_TOOL_MODULES:
             import_module(module)
 

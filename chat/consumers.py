@@ -14,12 +14,14 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from chat import access, runs, waiting
+from chat import access, agent, runs, waiting
 from chat.evals.fragments import PAGES, snapshot
 from chat.fragments import FRAGMENT, broadcast, render, transcript
 from chat.models import Conversation
 from chat.runs import approvals, resume
+from chat.transcripts import attachments as stored_files
 from chat.transcripts import versions
+from chat.transcripts.files import Refused
 from chat.turns import turn_for_run
 
 logger = logging.getLogger(__name__)
@@ -166,7 +168,7 @@ class ChatConsumer(FragmentConsumer):
             return
         action = frame.get("action")
         if action == "send":
-            await self.send_message(frame.get("message"))
+            await self.send_message(frame.get("message"), attachments=frame.get("attachments"))
         elif action == "cancel":
             await self.cancel()
         elif action == "decide":
@@ -187,13 +189,28 @@ class ChatConsumer(FragmentConsumer):
                 "switch or decide."
             )
 
-    async def send_message(self, message: Any, *, version_from: int | None = None) -> None:
+    async def send_message(
+        self, message: Any, *, version_from: int | None = None, attachments: Any = None
+    ) -> None:
         if not isinstance(message, str):
             await self.notice("A send frame needs a message (a string).")
             return
-        await self.start(message, version_from=version_from)
+        try:
+            files = await database_sync_to_async(stored_files.from_tokens)(
+                attachments, self.conversation.owner_id, self.conversation.pk
+            )
+        except Refused as exc:
+            await self.notice(str(exc))
+            return
+        await self.start(message, version_from=version_from, attachments=files)
 
-    async def start(self, content: str | None, *, version_from: int | None = None) -> None:
+    async def start(
+        self,
+        content: str | None,
+        *,
+        version_from: int | None = None,
+        attachments: tuple[agent.Attachment, ...] = (),
+    ) -> None:
         try:
             await runs.start_run(
                 conversation=self.conversation,
@@ -201,6 +218,7 @@ class ChatConsumer(FragmentConsumer):
                 content=content,
                 sender=self.channel_name,
                 version_from=version_from,
+                attachments=attachments,
             )
         except runs.RunRefused as exc:
             await self.notice(str(exc))

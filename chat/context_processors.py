@@ -22,10 +22,11 @@ def theme(request: HttpRequest) -> dict[str, str]:
 
 def sidebar(request: HttpRequest) -> dict[str, Any]:
     """The lists every page's sidebar shows: the user's own conversations (of which it shows
-    the latest page) and the latest page of those the team shares with them. Lazy: a page
-    without a sidebar runs no query."""
+    the latest page, under those they pinned) and the latest page of those the team shares
+    with them. Lazy: a page without a sidebar runs no query."""
     user = getattr(request, "user", None)
     return {
         "conversations": lists.listed(user, lists.MINE),
+        "pinned": SimpleLazyObject(lambda: lists.pinned(user)),
         "shared_page": SimpleLazyObject(lambda: lists.page(lists.listed(user, lists.SHARED))),
     }

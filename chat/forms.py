@@ -80,6 +80,7 @@ class ProviderProfileForm(forms.ModelForm[ProviderProfile]):
             "tool_call_ids",
             "reasoning_field",
             "parallel_tool_calls",
+            "accepts_images",
             "available_to_everyone",
             "notes",
         )

@@ -11,23 +11,26 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.template.loader import render_to_string
-from django.utils.html import escape
+from django.utils import timezone
 
+from chat import access, news
 from chat.agent import events
 from chat.agent.tools import humanize
 from chat.frame_rate import FLUSH_INTERVAL, frame_interval
+from chat.live_markdown import LiveText
 from chat.models import Conversation, Message, Run
 from chat.models.conversations import group_name
 from chat.templatetags.chat_tags import fragment_id, pill
-from chat.tool_progress import Pacer, indicator_label
+from chat.tool_progress import Pacer, RunningCall, running_call
 from chat.transcripts import versions
 from chat.turns import Turn, conversation_turns, turn_for_run, window_before
 
@@ -90,22 +93,23 @@ def transcript(conversation: Conversation, live: LiveState | None = None) -> str
 
 
 @dataclass
-class LiveState:
+class LiveState(LiveText):
     """What has been published of a run in progress; the catch-up snapshot renders from it."""
 
-    text: list[str] = field(default_factory=list)
-    reasoning: list[str] = field(default_factory=list)
     running: dict[str, str] = field(default_factory=dict)
+    started: dict[str, datetime] = field(default_factory=dict)
     progress: dict[str, events.ToolCallProgress] = field(default_factory=dict)
     finished: list[events.ToolResult] = field(default_factory=list)
-    step: int = 0
-    max_steps: int = 0
     draft: str = ""
     """Of a resumed run, the text of the turn that was streaming, until its new text comes."""
 
-    def indicator(self) -> str:
-        running = self.running.items()
-        return ", ".join(indicator_label(name, self.progress.get(call)) for call, name in running)
+    def indicator(self) -> list[RunningCall]:
+        """The calls under way as the "Looking up" line names them, timed now."""
+        now = timezone.now()
+        return [
+            running_call(name, self.started.get(call, now), self.progress.get(call), now)
+            for call, name in self.running.items()
+        ]
 
 
 SHOWN_FIRST = (
@@ -268,13 +272,7 @@ class RunPublisher:
             return ""
         self._last_flush = time.monotonic()
         pending, self._pending = self._pending, []
-        key = self.run.pk
-        parts = []
-        for kind, chunk in _merge(pending):
-            getattr(self.state, kind).append(chunk)
-            target = fragment_id("reply", key, kind)
-            parts.append(f'<span id="{target}" hx-swap-oob="beforeend">{escape(chunk)}</span>')
-        return "".join(parts)
+        return self.state.frames(pending, self.run.pk)
 
     async def _render(self, event: events.RunEvent) -> str:
         key = self.run.pk
@@ -299,23 +297,21 @@ class RunPublisher:
                     + render("notice", {})
                     + render("title", {"conversation": self.run.conversation, "oob": True})
                 )
-            case events.StepStarted(step, max_steps):
-                state.step, state.max_steps = step, max_steps
             case events.TurnEnd(message) if message.content:
                 self._paragraph_break = True
             case events.ToolCallStarted(call):
                 state.running[call.id] = call.name
-                return render("indicator", {"key": key, "live": state, "oob": True}) + announce(
-                    f"Looking up: {humanize(call.name)}"
-                )
+                state.started[call.id] = timezone.now()
+                return self._indicator() + announce(f"Looking up: {humanize(call.name)}")
             case events.ToolCallProgress():
-                return render("indicator", {"key": key, "live": state, "oob": True})
+                return self._indicator()
             case events.ToolCallFinished(result):
                 state.running.pop(result.tool_call.id, None)
+                state.started.pop(result.tool_call.id, None)
                 state.progress.pop(result.tool_call.id, None)
                 self.pacer.forget(result.tool_call.id)
                 state.finished.append(result)
-                return render("indicator", {"key": key, "live": state, "oob": True}) + (
+                return self._indicator() + (
                     f'<span id="{fragment_id("pills", key)}" hx-swap-oob="beforeend">'
                     + pill(
                         result.tool_call.name,
@@ -331,12 +327,32 @@ class RunPublisher:
                     from chat import waiting  # it renders with this module's partials
 
                     return await waiting.started(turn)
+                await self._tell_owner_news()
                 return (
                     render("reply", {"turn": turn, "oob": True})
-                    + render("run-state", {"running": False})
+                    + render("run-state", {"running": False, "ended": status})
                     + announce(ended_text("reply", status, error))
                 )
         return ""
+
+    async def _tell_owner_news(self) -> None:
+        """The run ended (and is recorded as such): its owner's pages mark the conversation
+        as news when the rule says so (`chat.news`: ended since they last opened it; nothing is
+        sent otherwise); the page that shows it tells the server it was seen."""
+        from chat import waiting  # it renders with this module's partials
+
+        conversation = self.run.conversation
+        if access.is_replay(conversation):
+            return  # an evaluation's replay has no line in its owner's list
+        try:
+            if await database_sync_to_async(news.news_of)(conversation):
+                await waiting.tell_owner(conversation, False, news=True)
+        except Exception:
+            logger.exception("run %s: the news mark was not sent", self.run.pk)
+
+    def _indicator(self) -> str:
+        calls = self.state.indicator()
+        return render("indicator", {"key": self.run.pk, "calls": calls, "oob": True})
 
     async def _finished_turn(self) -> Turn:
         if self.recorded is None:
@@ -381,13 +397,3 @@ class RunPublisher:
         """Send a frame to every socket; `sender`/`sender_html` add HTML for one socket only."""
         self.frames += 1
         await broadcast(self.group, html, **extra)
-
-
-def _merge(pending: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    merged: list[tuple[str, str]] = []
-    for kind, text in pending:
-        if merged and merged[-1][0] == kind:
-            merged[-1] = (kind, merged[-1][1] + text)
-        else:
-            merged.append((kind, text))
-    return merged

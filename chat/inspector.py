@@ -4,6 +4,7 @@ page (read-only), where "Inspect" on an evaluation's attempt leads."""
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,6 +23,8 @@ from chat.models import Conversation, EvalResult, ModelCall, Purpose, Run, ToolC
 from chat.runs.providers import endpoint, known_keys
 
 MAX_RAW_ROWS = 2000
+DATA_URL_SHOWN = 80
+_DATA_URL = re.compile(r"data:[\w.+-]*/?[\w.+-]*(;[\w.+=-]+)*;base64,", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -68,13 +71,26 @@ class Step:
         """Names the model called that its request did not offer, once each."""
         return list(dict.fromkeys(c.call.name for c in self.calls if not c.offered))
 
-    @property
+    @cached_property
     def request_json(self) -> str:
+        """The request as Copy JSON takes it: whole, keys redacted."""
         if self.model_call is None:
             return ""
         return json.dumps(
             redact(self.model_call.request, self.secrets), indent=2, ensure_ascii=False
         )
+
+    @cached_property
+    def request_shown(self) -> str:
+        """The request as the page shows it: each data URL (an attached image) cut short."""
+        if self.model_call is None:
+            return ""
+        shown = shortened(redact(self.model_call.request, self.secrets))
+        return json.dumps(shown, indent=2, ensure_ascii=False)
+
+    @property
+    def request_cut(self) -> bool:
+        return self.request_shown != self.request_json
 
     @property
     def curl(self) -> str:
@@ -105,6 +121,19 @@ class Step:
     @property
     def raw_cut(self) -> bool:
         return self.raw_count > MAX_RAW_ROWS
+
+
+def shortened(value: Any) -> Any:
+    """`value` with every data URL longer than DATA_URL_SHOWN characters cut to its start and
+    its length: "data:image/png;base64,iVBOR… (12,345 characters)"."""
+    if isinstance(value, dict):
+        return {key: shortened(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [shortened(item) for item in value]
+    if isinstance(value, str) and len(value) > DATA_URL_SHOWN and _DATA_URL.match(value):
+        head = value[: value.index(",") + 6]
+        return f"{head}… ({len(value):,} characters)"
+    return value
 
 
 def key_variable(call: ModelCall) -> str:

@@ -67,6 +67,11 @@ _markdown.add_render_rule(
 _markdown.add_render_rule("table_close", lambda *_: "</table></div>\n")
 
 
+def parse(text: str) -> list[Token]:
+    """The block tokens of `text`, as `markdown` reads them."""
+    return _markdown.parse(text)
+
+
 def markdown(text: str | None) -> SafeString:
     """Render Markdown and sanitise the result; raw HTML in the source is shown as text."""
     if not text:

@@ -13,6 +13,7 @@ from channels.db import database_sync_to_async
 from chat import agent
 from chat.agent import events
 from chat.fragments import RunPublisher
+from chat.live_markdown import LiveMarkdown
 from chat.models import Message, Run
 from chat.templatetags.chat_tags import fragment_id
 from chat.turns import turn_for_run
@@ -37,6 +38,7 @@ class ResumedPublisher(RunPublisher):
         draft = self.draft.pk if self.draft is not None else None
         replies = [m for m in turn.replies if m.pk != draft]
         self.state.text = ["\n\n".join(m.content for m in replies if m.content)]
+        self.state.markdown = LiveMarkdown(self.state.text[0])
         self.state.reasoning = ["\n\n".join(m.reasoning for m in replies if m.reasoning)]
         self._paragraph_break = bool(self.state.text[0])
         self.state.finished = [

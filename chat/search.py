@@ -7,7 +7,8 @@ import html
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, datetime
+from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.db.models import (
@@ -24,6 +25,7 @@ from django.db.models import (
 from django.db.models.functions import Greatest, Lower, RowNumber, StrIndex, Substr
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString
@@ -108,11 +110,25 @@ def _messages(everywhere: bool) -> QuerySet[Message]:
 @dataclass(frozen=True)
 class Hit:
     """A conversation a search found: its title and a snippet of its first matching message
-    (empty when only the title matches), escaped, each match in <mark>."""
+    (empty when only the title matches), escaped, each match in <mark>; `message`, that
+    message's index when it is on the active path."""
 
     conversation: Conversation
     title: SafeString
     snippet: SafeString
+    message: int | None = None
+
+    @property
+    def when(self) -> str:
+        """When the conversation was last updated, short, in the server's time zone: the time
+        today, the day this year ("3 Mar"), the day and year before ("3 Mar 2025")."""
+        return short_date(self.conversation.updated_at)
+
+    @property
+    def url(self) -> str:
+        """The conversation's page, opened at the matching message when there is one."""
+        page = reverse("chat:conversation_detail", args=[self.conversation.pk])
+        return page if self.message is None else f"{page}?at={self.message}#message-{self.message}"
 
 
 @dataclass(frozen=True)
@@ -156,10 +172,12 @@ def search(
         rows = list(conversations.filter(pk__in=pks).order_by("-updated_at", "-id"))
     texts = _windows([row.pk for row in rows[:limit]], looked_for, everywhere=everywhere)
     pattern = _pattern(looked_for)
-    hits = [
-        Hit(row, highlight(str(row), pattern), snippet(*texts.get(row.pk, ("", 1)), pattern))
-        for row in rows[:limit]
-    ]
+    hits = []
+    for row in rows[:limit]:
+        window, start, message = texts.get(row.pk, ("", 1, None))
+        hits.append(
+            Hit(row, highlight(str(row), pattern), snippet(window, start, pattern), message)
+        )
     return Results(" ".join(query[:MAX_QUERY_CHARS].split()), hits, more=len(rows) > limit)
 
 
@@ -194,9 +212,9 @@ def found(
 
 def _windows(
     pks: list[int], looked_for: Sequence[Term], *, everywhere: bool
-) -> dict[int, tuple[str, int]]:
-    """Each conversation's best matching message: its text around the first term found, and
-    where that window starts (from 1)."""
+) -> dict[int, tuple[str, int, int | None]]:
+    """Each conversation's best matching message: its text around the first term found, where
+    that window starts (from 1), and the message's index when it is on the active path."""
     if not pks or not looked_for:
         return {}
     firsts = [term.tokens[0] for term in looked_for]
@@ -222,9 +240,12 @@ def _windows(
         .annotate(start=start)
         .annotate(window=Substr("content", start, FETCH_CHARS))
         .order_by()
-        .values_list("conversation_id", "window", "start")
+        .values_list("conversation_id", "window", "start", "index", "version_id")
     )
-    return {pk: (window or "", start) for pk, window, start in rows}
+    return {
+        pk: (window or "", start, None if version else index)
+        for pk, window, start, index, version in rows
+    }
 
 
 def _pattern(looked_for: Sequence[Term]) -> re.Pattern[str] | None:
@@ -275,6 +296,17 @@ def snippet(window: str, start: int, pattern: re.Pattern[str] | None) -> SafeStr
     )
 
 
+def short_date(moment: datetime, today: date | None = None) -> str:
+    """`moment` in few characters, in the server's time zone: 14:05 today, 3 Mar this year,
+    3 Mar 2025 before."""
+    local = timezone.localtime(moment)
+    today = today or timezone.localdate()
+    if local.date() == today:
+        return f"{local:%H:%M}"
+    day = f"{local.day} {local:%b}"
+    return day if local.year == today.year else f"{day} {local.year}"
+
+
 @dataclass(frozen=True)
 class DateGroup:
     """Conversations last updated in one span of days, as the sidebar lists them."""
@@ -307,16 +339,24 @@ def by_date(conversations: Iterable[Conversation], today: date | None = None) ->
     return [DateGroup(label, groups[label]) for label in GROUPS if label in groups]
 
 
+def searched(user: Any, *, archived: bool = False) -> QuerySet[Conversation]:
+    """What the reader's search reads: their own conversations that have begun
+    (`ConversationQuerySet.begun`), those not archived (or, with `archived`, only those)."""
+    chats = Conversation.objects.chats().begun()
+    mine = access.conversations(user, access.Action.WRITE, chats)
+    return mine.filter(archived_at__isnull=not archived)
+
+
 @login_required
 @require_GET
 def conversation_search(request: HttpRequest) -> HttpResponse:
     """The sidebar's list: what a search finds, or with no words every conversation by date.
-    `current` is the conversation of the page, marked as such in the list."""
+    `current` is the conversation of the page, marked as such in the list. Archived
+    conversations are not searched here: the archived list has a search of its own
+    (`chat.list_actions.archived`). Without words, the list is the context processor's."""
     query, current = request.GET.get("q", ""), request.GET.get("current", "")
-    mine = access.conversations(request.user, access.Action.WRITE, Conversation.objects.chats())
     context = {
-        "results": search(mine, query) if terms(query) else None,
-        "conversations": mine,
+        "results": search(searched(request.user), query) if terms(query) else None,
         "current": int(current) if current.isdecimal() else None,
         "searched": True,
     }

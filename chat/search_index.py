@@ -16,9 +16,11 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import import_module
+from types import ModuleType
 from typing import Any, Protocol
 
-from django.db import connection
+from django.db import connection, connections
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import BooleanField, Exists, F, FloatField, Func, OuterRef, Q, QuerySet, Value
 from django.db.models.expressions import RawSQL
@@ -80,60 +82,49 @@ class Backend(Protocol):
 
 
 class _OwnColumn(Func):
-    """An expression over a column the model does not declare (the stored vector): the row is
-    given by its primary key, whose alias the compiled column carries into subqueries too."""
+    """An expression over the stored vector, a column the model does not declare, and a
+    tsquery: the row is given by its primary key, whose alias the compiled column carries into
+    subqueries too."""
 
-    column = ""
+    def as_sql(
+        self,
+        compiler: SQLCompiler,
+        connection: BaseDatabaseWrapper,
+        function: str | None = None,
+        template: str | None = None,
+        arg_joiner: str | None = None,
+        **extra_context: Any,
+    ) -> tuple[str, Any]:
+        pk, query = self.get_source_expressions()
+        sql, params = compiler.compile(query)
+        vector = f"{compiler.quote_name(pk.alias)}.search_vector"
+        return self.over(vector, f"to_tsquery('simple', {sql})"), params
 
-    def own(self, compiler: SQLCompiler) -> str:
-        pk = self.get_source_expressions()[0]
-        return f"{compiler.quote_name(pk.alias)}.{self.column}"
+    def over(self, vector: str, query: str) -> str:
+        raise NotImplementedError
 
 
 class _Matches(_OwnColumn):
     output_field = BooleanField()
     conditional = True
-    column = "search_vector"
 
     def __init__(self, *expressions: Any, each: bool = False) -> None:
         super().__init__(*expressions)
         self.each = each
 
-    def as_sql(
-        self,
-        compiler: SQLCompiler,
-        connection: BaseDatabaseWrapper,
-        function: str | None = None,
-        template: str | None = None,
-        arg_joiner: str | None = None,
-        **extra_context: Any,
-    ) -> tuple[str, Any]:
-        query = self.get_source_expressions()[1]
-        sql, params = compiler.compile(query)
-        match = f"{self.own(compiler)} @@ to_tsquery('simple', {sql})"
+    def over(self, vector: str, query: str) -> str:
         # IS TRUE is no index condition: a few rows tested one by one, where a prefix's every
         # match in the GIN index would cost more than the rows themselves.
-        return (f"({match}) IS TRUE" if self.each else match), params
+        return f"({vector} @@ {query}) IS TRUE" if self.each else f"{vector} @@ {query}"
 
 
 class _Rank(_OwnColumn):
     output_field = FloatField()
-    column = "search_vector"
 
-    def as_sql(
-        self,
-        compiler: SQLCompiler,
-        connection: BaseDatabaseWrapper,
-        function: str | None = None,
-        template: str | None = None,
-        arg_joiner: str | None = None,
-        **extra_context: Any,
-    ) -> tuple[str, Any]:
-        query = self.get_source_expressions()[1]
-        sql, params = compiler.compile(query)
+    def over(self, vector: str, query: str) -> str:
         # Normalized by length (1 + log of it), as bm25 weighs a match in a short text above
         # one in a long text.
-        return f"ts_rank({self.own(compiler)}, to_tsquery('simple', {sql}), 1)", params
+        return f"ts_rank({vector}, {query}, 1)"
 
 
 class _EachRow(Exists):
@@ -236,3 +227,59 @@ BACKENDS: dict[str, Backend] = {"postgresql": Postgres(), "sqlite": Sqlite()}
 def backend() -> Backend:
     """The backend of the database in use; the others have no index (no search)."""
     return BACKENDS[connection.vendor]
+
+
+_KEPT_IN_STEP = ("CREATE VIEW", "CREATE TRIGGER")
+"""What keeps SQLite's index in step with the tables (one view, the triggers)."""
+
+
+def _sqlite_schema(using: str) -> tuple[Any, ModuleType, set[str]] | None:
+    """The database, migration 0019 (its statements) and the names in SQLite's schema; None
+    on another database or before 0019 is applied."""
+    database = connections[using]
+    if database.vendor != "sqlite":
+        return None
+    made = import_module("chat.migrations.0019_search_index")
+    with database.cursor() as cursor:
+        cursor.execute("SELECT name FROM sqlite_master")
+        present = {row[0] for row in cursor.fetchall()}
+    return (database, made, present) if made.FTS_MESSAGE in present else None
+
+
+def set_aside_sqlite_index(using: str, plan: Sequence[Any] | None = None, **_: Any) -> None:
+    """Before migrations run on SQLite (`pre_migrate`): drop the view and triggers that keep
+    the index in step. SQLite alters a table by copying it, and refuses to rename the copy
+    while a view names the table; `restore_sqlite_index` makes them again afterwards."""
+    found = _sqlite_schema(using) if plan else None
+    if found is None:
+        return
+    database, made, present = found
+    with database.cursor() as cursor:
+        for create, drop in reversed(made.SQLITE):
+            if create.startswith(_KEPT_IN_STEP) and create.split()[2] in present:
+                cursor.execute(drop)
+
+
+def restore_sqlite_index(using: str, **_: Any) -> None:
+    """After migrations on SQLite (`post_migrate`): make again each view, trigger and index of
+    migration 0019 that is missing, from its own statements, and rebuild the index when it may
+    have missed writes.
+
+    Besides `set_aside_sqlite_index`, a table's copy drops the table's triggers and the
+    indexes made by SQL: without this a migration that touches messages or conversations
+    would silently stop indexing them.
+    """
+    found = _sqlite_schema(using)
+    if found is None:
+        return
+    database, made, present = found
+    creates = [
+        create for create, _ in made.SQLITE if create.startswith(("CREATE INDEX", *_KEPT_IN_STEP))
+    ]
+    missing = [create for create in creates if create.split()[2] not in present]
+    with database.cursor() as cursor:
+        for create in missing:
+            cursor.execute(create)
+        if any(create.startswith(_KEPT_IN_STEP) for create in missing):
+            for sql in made.REBUILD:
+                cursor.execute(sql)

@@ -5,6 +5,10 @@ scrolls (the view below).
 Pages follow a cursor on (updated_at, id), never an offset: a page deep in a long history costs
 what the first one does, and a conversation that moves to the top meanwhile neither shows twice
 nor pushes another out of the list.
+
+The reader's own list leaves out what is shown elsewhere or not at all: the pinned ones (a
+group of their own on top, `pinned`), the archived ones (a list of their own, ARCHIVED) and
+those that have not begun (a conversation comes into the list with its first message).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from django.views.decorators.http import require_GET
 
 from chat import access
 from chat.models import Conversation
-from chat.search import GROUPS, by_date, date_group
+from chat.search import GROUPS, by_date, date_group, searched
 
 PAGE = 50
 """Conversations a page of the sidebar shows: a screen or two, whatever the history's size."""
@@ -35,9 +39,17 @@ BAD_CURSOR = "This place in the conversation list is not valid: reload the page 
 LINK_FIELDS = ("title", "updated_at")
 """What a list's link shows and is sorted by: rows without their settings, which a page of links
 would decode for nothing."""
-MINE, SHARED = "mine", "shared"
-TEMPLATES = {MINE: "chat/sidebar.html#conversation-page", SHARED: "chat/sidebar.html#shared-page"}
+PINS = 30
+"""Pinned conversations the list shows on top, latest pin first (more are pinned in vain)."""
+MINE, SHARED, ARCHIVED = "mine", "shared", "archived"
+TEMPLATES = {
+    MINE: "chat/sidebar.html#conversation-page",
+    SHARED: "chat/sidebar.html#shared-page",
+    ARCHIVED: "chat/archived.html#archived-page",
+}
 """The part of the sidebar each list's next page is (for htmx to add to the list)."""
+PAGES = {ARCHIVED: "chat/archived.html"}
+"""A list's page of its own (without script), when it is not chat/conversations.html."""
 
 
 @dataclass(frozen=True)
@@ -151,24 +163,34 @@ def group_label(number: str) -> str:
 
 
 def listed(user: Any, part: str) -> QuerySet[Conversation]:
-    """The conversations of one of the sidebar's lists: the user's own, or those the team
-    shares with them (with their owners, whom the list names)."""
-    chats = Conversation.objects.chats()
+    """The conversations of one of the sidebar's lists: the user's own by date (neither pinned
+    nor archived), the archived ones, or those the team shares with them (with their owners,
+    whom the list names)."""
     if part == SHARED:
         # `shared=True` is implied by the rule; said here too, an index of the shared
         # conversations can serve the list without reading everyone's.
-        shared = chats.filter(shared=True).select_related("owner")
+        shared = Conversation.objects.chats().begun().filter(shared=True)
+        shared = shared.select_related("owner")
         owner = f"owner__{get_user_model().USERNAME_FIELD}"
         return access.shared_with(user, shared).only(*LINK_FIELDS, owner)
-    return access.conversations(user, access.Action.WRITE, chats).only(*LINK_FIELDS)
+    if part == ARCHIVED:
+        return searched(user, archived=True).only(*LINK_FIELDS)
+    return searched(user).filter(pinned_at__isnull=True).only(*LINK_FIELDS)
+
+
+def pinned(user: Any) -> list[Conversation]:
+    """The user's pinned conversations, latest pin first, at most PINS: one query."""
+    shown = searched(user).filter(pinned_at__isnull=False)
+    return list(shown.only(*LINK_FIELDS, "pinned_at").order_by("-pinned_at", "-pk")[:PINS])
 
 
 @login_required
 @require_GET
 def more(request: HttpRequest, part: str) -> HttpResponse:
-    """The next page of a sidebar list (`mine` or `shared`) after the cursor `after`: the items
-    htmx adds to the list, or, for a browser without script, a page of their own. `current` is
-    the conversation of the page the sidebar is on, marked as such when it comes."""
+    """The next page of a sidebar list (`mine`, `shared` or `archived`) after the cursor
+    `after`: the items htmx adds to the list, or, for a browser without script, a page of their
+    own. `current` is the conversation of the page the sidebar is on, marked as such when it
+    comes."""
     if part not in TEMPLATES:
         raise Http404("No such list.")
     try:
@@ -183,4 +205,6 @@ def more(request: HttpRequest, part: str) -> HttpResponse:
         "current": int(current) if current.isdecimal() else None,
     }
     htmx = request.headers.get("HX-Request") == "true"
-    return render(request, TEMPLATES[part] if htmx else "chat/conversations.html", context)
+    if htmx:
+        return render(request, TEMPLATES[part], context)
+    return render(request, PAGES.get(part, "chat/conversations.html"), context)

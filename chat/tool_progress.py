@@ -1,6 +1,8 @@
-"""A running tool call's progress on the page: what the "Looking up" indicator says of it
-("Research · 40%"), and how often it is sent: at most UPDATES_PER_SECOND frames per call, the
-last report always shown (a server may report a hundred times a second)."""
+"""A running tool call on the page: what the "Looking up" indicator says of it ("Research · 40%
+· 3 s"), and how often it is sent: at most UPDATES_PER_SECOND frames per call, the last report
+always shown (a server may report a hundred times a second). Its seconds cost no frames: the
+server says how long the call has run whenever it renders the line, and the page counts on
+(static/js/elapsed.js)."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ import logging
 import math
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
 
 from chat.agent.events import ToolCallProgress
 from chat.agent.tools import humanize
@@ -35,6 +39,38 @@ def indicator_label(name: str, progress: ToolCallProgress | None) -> str:
     """One running call in the indicator: its display name, and how far it is when it said."""
     label = humanize(name)
     return f"{label} · {progress_text(progress)}" if progress is not None else label
+
+
+def elapsed_text(seconds: float) -> str:
+    """How long a call has run, in whole seconds: "3 s", "2 min 5 s" (static/js/elapsed.js
+    says it the same way as it counts on)."""
+    minutes, rest = divmod(max(0, int(seconds)), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
+
+
+@dataclass(frozen=True, slots=True)
+class RunningCall:
+    """A call the indicator names while it runs: its label, when it started, and how long it
+    had run when the line was rendered."""
+
+    label: str
+    started: datetime
+    seconds: float
+
+    @property
+    def elapsed_text(self) -> str:
+        return elapsed_text(self.seconds)
+
+    @property
+    def elapsed_ms(self) -> int:
+        return int(self.seconds * 1000)
+
+
+def running_call(
+    name: str, started: datetime, progress: ToolCallProgress | None, now: datetime
+) -> RunningCall:
+    seconds = max(0.0, (now - started).total_seconds())
+    return RunningCall(indicator_label(name, progress), started, seconds)
 
 
 class Pacer:

@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from django.db.models import Q
+from django.utils import timezone
 
 from chat.models import Annotation, Conversation, Message, ModelCall, Run, ToolCall
 from chat.models.runs import ACTIVE
 from chat.rendering import markdown
+from chat.tool_progress import RunningCall, running_call
 from chat.transcripts import versions
 
 PAGE_TEXT_CHARS = 50_000
@@ -97,6 +99,17 @@ class Turn:
     @property
     def is_active(self) -> bool:
         return self.run is not None and self.run.is_active
+
+    @property
+    def looking_up(self) -> list[RunningCall]:
+        """The calls under way as the "Looking up" line names them when the page is drawn (a
+        call waiting for a decision has not started); the socket's snapshot follows."""
+        now = timezone.now()
+        return [
+            running_call(call.name, call.started_at, None, now)
+            for call in self.tool_calls
+            if call.is_active and call.started_at is not None
+        ]
 
     @property
     def timeline(self) -> list[tuple[int, ModelCall | None, list[ToolCall]]]:

@@ -2,7 +2,21 @@ from __future__ import annotations
 
 from django.urls import include, path
 
-from chat import inspector, media, picker, prompt_views, search, sidebar, views, windows
+from chat import (
+    attachment_views,
+    downloads,
+    inspector,
+    list_actions,
+    media,
+    news,
+    picker,
+    prompt_views,
+    search,
+    sharing,
+    sidebar,
+    views,
+    windows,
+)
 from chat.agents import actions as agent_actions
 from chat.agents import page as agent_page
 from chat.agents import views as agent_views
@@ -29,6 +43,9 @@ urlpatterns = [
     ),
     path("search/", search.conversation_search, name="conversation_search"),
     path("sidebar/<slug:part>/", sidebar.more, name="sidebar_more"),
+    path("archived/", list_actions.archived, name="archived"),
+    path("c/list/", list_actions.list_action, name="list_action"),
+    path("c/<int:pk>/seen/", news.conversation_seen, name="conversation_seen"),
     path("evals/", include("chat.evals.urls")),
     path("c/<int:pk>/", views.conversation_detail, name="conversation_detail"),
     path("c/<int:pk>/window/", windows.conversation_window, name="conversation_window"),
@@ -43,12 +60,24 @@ urlpatterns = [
     path("c/<int:pk>/rename/", views.conversation_rename, name="conversation_rename"),
     path("c/<int:pk>/share/", views.conversation_share, name="conversation_share"),
     path("c/<int:pk>/delete/", views.conversation_delete, name="conversation_delete"),
+    path("c/<int:pk>/copy/", sharing.conversation_copy, name="conversation_copy"),
+    path(
+        "c/<int:pk>/download/<slug:kind>/",
+        downloads.conversation_download,
+        name="conversation_download",
+    ),
     path("c/<int:pk>/runs/<int:run_pk>/", inspector.run_detail, name="run_detail"),
     path("c/<int:pk>/runs/<int:run_pk>/inspect/", views.run_inspect, name="run_inspect"),
     path(
         "c/<int:pk>/tool-calls/<int:tool_call_pk>/",
         views.tool_call_detail,
         name="tool_call_detail",
+    ),
+    path("c/<int:pk>/attachments/", attachment_views.upload, name="attachment_upload"),
+    path(
+        "c/<int:pk>/messages/<int:message_pk>/attachments/<int:number>/",
+        attachment_views.attachment,
+        name="attachment",
     ),
     path(
         "c/<int:pk>/tool-calls/<int:tool_call_pk>/media/<int:number>/",

@@ -17,9 +17,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from chat import access, agent, agents, inspector, media, picker, runs, windows
+from chat import access, agent, agents, inspector, media, news, picker, runs, search, windows
 from chat.access import Action
 from chat.agents import views as agent_views
+from chat.attachment_views import first_message
 from chat.forms import ToolForkForm
 from chat.models import Conversation, Message, ToolCall
 from chat.settings_panel import AgentSettings
@@ -36,7 +37,9 @@ class AuthenticatedRequest(HttpRequest):
 
 @login_required
 def conversation_list(request: AuthenticatedRequest) -> HttpResponse:
-    latest = access.conversations(request.user, Action.WRITE, Conversation.objects.chats()).first()
+    """The latest conversation of the list (not an archived one, nor one never begun); the
+    first screen when there is none."""
+    latest = search.searched(request.user).first()
     if latest is not None:
         return redirect("chat:conversation_detail", latest.pk)
     return _first_screen(request)
@@ -53,20 +56,23 @@ async def conversation_create(request: AuthenticatedRequest) -> HttpResponse:
     content: str | None = await sync_to_async(lambda: request.POST.get("message"))()
     chosen: str = await sync_to_async(lambda: request.POST.get("agent", ""))()
     user = cast(User, await request.auser())  # login_required let only a user through
-    if content is not None:
-        try:
-            runs.check_message(content)
-        except runs.RunRefused as exc:
-            return await sync_to_async(_first_screen)(request, content, str(exc))
+    try:
+        attached = await sync_to_async(first_message)(request, content)
+    except runs.RunRefused as exc:
+        return await sync_to_async(_first_screen)(request, content or "", str(exc))
     try:
         conversation = await sync_to_async(agent_views.started)(user, chosen)
     except agents.AgentRefused as exc:
         return await sync_to_async(_first_screen)(request, content or "", str(exc))
     if content is not None:
         try:
-            await runs.start_run(conversation=conversation, user=user, content=content)
+            await runs.start_run(
+                conversation=conversation, user=user, content=content, attachments=attached
+            )
         except runs.RunRefused as exc:
-            await sync_to_async(messages.error)(request, f"The message was not sent: {exc}")
+            # Nothing made: the first screen again, with the message and why it was not sent.
+            await conversation.adelete()
+            return await sync_to_async(_first_screen)(request, content, str(exc))
     return redirect("chat:conversation_detail", conversation.pk)
 
 
@@ -98,6 +104,7 @@ def conversation_detail(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     replay = inspector.replay_page(conversation)
     if replay is not None:
         return redirect(replay)
+    news.seen(request.user, conversation)
     return render(
         request,
         "chat/conversation.html",
@@ -143,7 +150,7 @@ def conversation_rename(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     title = " ".join(request.POST.get("title", "").split())[:200]
     if title:
         conversation.title = title
-        conversation.save(update_fields=["title", "updated_at"])
+        conversation.save(update_fields=["title"])  # not updated_at: it keeps its place
     return redirect("chat:conversation_detail", conversation.pk)
 
 
@@ -156,7 +163,7 @@ def conversation_share(request: AuthenticatedRequest, pk: int) -> HttpResponse:
     shared = request.POST.get("shared") == "on"
     if shared != conversation.shared:
         conversation.shared = shared
-        conversation.save(update_fields=["shared", "updated_at"])
+        conversation.save(update_fields=["shared"])  # not updated_at: it keeps its place
         if not shared:
             layer = get_channel_layer()
             if layer is not None:
@@ -271,6 +278,8 @@ def _page(
             "conversation": conversation,
             "running": running,
             **context,
+            # A teammate forks a shared conversation too: its sidebar offers them no renaming.
+            "read_only": not access.may(request.user, Action.CONFIGURE, conversation),
         },
         status=status,
     )
@@ -280,7 +289,7 @@ def _page(
 @require_http_methods(["GET", "POST"])
 def fork_message(request: AuthenticatedRequest, pk: int, index: int) -> HttpResponse:
     """Confirm, then copy the conversation through message `index` (and the rest of its round)."""
-    conversation = access.conversation(request.user, Action.WRITE, pk)
+    conversation = access.conversation(request.user, Action.COPY, pk)
     rows = list(conversation.messages.active())
     if not any(row.index == index for row in rows):
         raise Http404("No such message in this conversation.")
@@ -337,7 +346,7 @@ def _tool_fork(
     request: AuthenticatedRequest, pk: int, tool_call_pk: int
 ) -> HttpResponse | Conversation:
     """The page, or the fork made from a valid POST (its run is not started yet)."""
-    conversation = access.conversation(request.user, Action.WRITE, pk)
+    conversation = access.conversation(request.user, Action.COPY, pk)
     call, reply = _tool_call(conversation, tool_call_pk)
     current = reply.content or ""
     status = 200

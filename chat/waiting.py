@@ -12,10 +12,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from chat import news as chat_news
 from chat.fragments import announce, broadcast, ended_text, render
 from chat.models import Approval, Conversation, Run, ToolCall
 from chat.runs import approvals
@@ -31,8 +33,10 @@ DONE: dict[str, str] = {
     Approval.DENIED: "Denied",
 }
 """A decision as the line read to screen readers names it."""
-MARK = '<span class="waiting-mark" id="waiting-mark-{}"{}{}>{}</span>'
-MARK_INSIDE = '{}<span class="visually-hidden">{}: </span>'
+MARK = '<span class="waiting-mark" title="{}">{}<span class="visually-hidden">{}: </span></span>'
+LINK_INSIDE = '<a id="conversation-link-{}" hx-swap-oob="innerHTML">{}</a>'
+"""A sidebar link's new inside: its marks (or none) and title, the link itself left as it is
+(where it points, whether it is the page's)."""
 MARK_ICON = SafeString(
     '<svg class="icon" viewBox="0 0 16 16" width="10" height="10" aria-hidden="true" '
     'focusable="false"><circle cx="8" cy="8" r="6" fill="currentColor"/></svg>'
@@ -114,18 +118,33 @@ def run_state(turn: Turn) -> str:
     )
 
 
-def mark(conversation_id: int, waits: bool, *, oob: bool = False) -> SafeString:
-    """A conversation's mark in the sidebar, shown while one of its runs waits for its owner
-    (built here, not from a template: the sidebar has one per conversation)."""
-    swap = SafeString(' hx-swap-oob="true"') if oob else ""
-    inside = format_html(MARK_INSIDE, MARK_ICON, TITLE) if waits else ""
-    title = format_html(' title="{}"', TITLE) if waits else ""
-    return format_html(MARK, conversation_id, title, swap, inside)
+def mark(waits: bool) -> SafeString:
+    """A conversation's mark in the sidebar while one of its runs waits for its owner; nothing
+    otherwise (built here, not from a template: the sidebar has one line per conversation)."""
+    return format_html(MARK, TITLE, MARK_ICON, TITLE) if waits else SafeString("")
 
 
-async def tell_owner(conversation: Conversation, waits: bool) -> None:
-    """Mark (or unmark) the conversation in the sidebar of every page its owner has open."""
-    html = mark(conversation.pk, waits, oob=True)
+def marks(*, waits: bool, news: bool) -> SafeString:
+    """A sidebar line's marks, waiting for its owner first, then news for them: the one place
+    they are put together, for a line, a search hit and a live frame."""
+    if not (waits or news):
+        return SafeString("")
+    return SafeString(mark(waits) + chat_news.mark(news))
+
+
+def inside(conversation: Conversation, *, waits: bool, news: bool) -> SafeString:
+    """A sidebar link's inside: its marks and its title."""
+    return format_html("{}{}", marks(waits=waits, news=news), conversation)
+
+
+async def tell_owner(conversation: Conversation, waits: bool, *, news: bool | None = None) -> None:
+    """Mark (or unmark) the conversation in the sidebar of every page its owner has open: as
+    waiting, and as news (read from the rows when not given). The title is read again: the
+    link's inside is replaced whole."""
+    await conversation.arefresh_from_db(fields=["title"])
+    if news is None:
+        news = await database_sync_to_async(chat_news.news_of)(conversation)
+    html = format_html(LINK_INSIDE, conversation.pk, inside(conversation, waits=waits, news=news))
     await broadcast(user_group(conversation.owner_id), html)
 
 

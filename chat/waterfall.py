@@ -1,6 +1,7 @@
 """A run as a waterfall: its model calls and tool calls on one time axis, drawn on the server as
 SVG. No script and no style attribute (the CSP allows neither): geometry is in presentation
-attributes, colours are classes (static/css/app.css, chat/static/chat/admin.css)."""
+attributes, colours are classes of the lab's one palette (static/css/palette.css, in the chat and
+the admin alike), and a legend says what each means."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from django.utils.safestring import SafeString
 from chat import approval_record
 from chat.agent.tools import humanize
 from chat.models import LeaseEnd, ModelCall, Run, RunLease, ToolCall
+from chat.waterfall_legend import legend
 
 TOP = 6
 AXIS = 26
@@ -245,12 +247,14 @@ def picture(
     tool_calls: Iterable[ToolCall],
     leases: Iterable[RunLease] = (),
 ) -> SafeString:
-    """The waterfall in both layouts; the stylesheet shows the one that fits the screen."""
+    """The waterfall in both layouts (the stylesheet shows the one that fits the screen), and
+    its legend."""
     model_calls, tool_calls, held = list(model_calls), list(tool_calls), list(leases)
     return format_html(
-        "{}{}",
+        "{}{}{}",
         svg(run, model_calls, tool_calls, held),
         svg(run, model_calls, tool_calls, held, NARROW),
+        legend(bars(run, model_calls, tool_calls, held)),
     )
 
 

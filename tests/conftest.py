@@ -40,14 +40,23 @@ def pytest_configure(config: pytest.Config) -> None:
     ]
 
 
+PLAYWRIGHT = {"page", "context", "browser"}
+"""pytest-playwright's fixtures: a test that takes any of them starts sync Playwright."""
+
+
+def _uses_playwright(item: pytest.Item) -> bool:
+    return bool(PLAYWRIGHT & set(getattr(item, "fixturenames", ())))
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Browser tests last: sync Playwright leaves a running loop that breaks later async tests."""
+    """Browser tests last: sync Playwright leaves a running loop that breaks later async tests
+    (in every worker: a worker that ran one runs no other test after it)."""
     for item in items:
-        if "page" in getattr(item, "fixturenames", ()):
+        if _uses_playwright(item):
             item.add_marker(pytest.mark.browser)
         if SLOW & set(item.keywords):
             item.add_marker(pytest.mark.slow)
-    items.sort(key=lambda item: "page" in getattr(item, "fixturenames", ()))
+    items.sort(key=_uses_playwright)
 
 
 @pytest.fixture(autouse=True)
@@ -64,6 +73,12 @@ def _offline_provider(settings: LazySettings) -> None:
     settings.AGENTLAB_TITLES = "off"
     settings.AGENTLAB_KEY_VARIABLES = KEY_VARIABLES
     settings.AGENTLAB_MCP_KEY_VARIABLES = []
+
+
+@pytest.fixture(autouse=True)
+def _media(settings: LazySettings, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Attached files go to a folder of the test's own, never the site's var/media."""
+    settings.MEDIA_ROOT = tmp_path_factory.mktemp("media")
 
 
 @pytest.fixture

@@ -187,6 +187,17 @@ def fork(web: Client, made: Conversation) -> str:
     return f"{response.status_code}, {Conversation.objects.count() - 1} forks"
 
 
+def continue_in_a_copy(web: Client, made: Conversation) -> str:
+    response = web.post(reverse("chat:conversation_copy", args=[made.pk]))
+    return f"{response.status_code}, {Conversation.objects.count() - 1} forks"
+
+
+def download(web: Client, made: Conversation) -> str:
+    return str(
+        web.get(reverse("chat:conversation_download", args=[made.pk, "markdown"])).status_code
+    )
+
+
 def compare(web: Client, made: Conversation) -> str:
     response = web.get(reverse("chat:evals:compare"), {"conversation": made.pk})
     return str(response.status_code)
@@ -236,6 +247,8 @@ PAGES: dict[str, Callable[[Client, Conversation], str]] = {
     "fork page": got("fork_message", lambda _: 0),
     "fork": fork,
     "fork with a tool result": got("fork_tool_call", call_of),
+    "continue in my own copy": continue_in_a_copy,
+    "download": download,
     "compare its last turn": compare,
     "search": search,
     "sidebar": sidebar,
@@ -258,9 +271,11 @@ PAGE_OUTCOMES = {
     "annotate a reply": ("200, 1 saved", "200, 1 saved", "404, 0 saved", "404, 0 saved"),
     "annotate a tool call": ("200, 1 saved", "200, 1 saved", "404, 0 saved", "404, 0 saved"),
     "save as case": ("200, 1 saved", "200, 1 saved", "404, 0 saved", "404, 0 saved"),
-    "fork page": ("200", "404", "404", "404"),
-    "fork": ("302, 1 forks", "404, 0 forks", "404, 0 forks", "404, 0 forks"),
-    "fork with a tool result": ("200", "404", "404", "404"),
+    "fork page": ("200", "200", "404", "404"),
+    "fork": ("302, 1 forks", "302, 1 forks", "404, 0 forks", "404, 0 forks"),
+    "fork with a tool result": ("200", "200", "404", "404"),
+    "continue in my own copy": ("302, 1 forks", "302, 1 forks", "404, 0 forks", "404, 0 forks"),
+    "download": ("200", "200", "404", "404"),
     "compare its last turn": ("200", "200", "404", "404"),
     "search": ("found", "not found", "not found", "not found"),
     "sidebar": ("own", "shared", "absent", "absent"),
@@ -293,6 +308,8 @@ REPLAY_PAGE_OUTCOMES = {
     "unshare": ("404, private", "404, shared", "404, private", "404, private"),
     "delete": ("404, kept",) * 4,
     "fork": ("404, 0 forks",) * 4,
+    "continue in my own copy": ("404, 0 forks",) * 4,
+    "download": ("200", "200", "404", "404"),
     "inspector and waterfall": ("200", "200", "404", "404"),
     "annotate a tool call": ("200, 1 saved", "200, 1 saved", "404, 0 saved", "404, 0 saved"),
     "save as case": ("200, 1 saved", "200, 1 saved", "404, 0 saved", "404, 0 saved"),
@@ -426,9 +443,9 @@ COMMAND_OUTCOMES = {
     ),
     "manage.py fork": (
         "1 forks",
-        f"0 forks: Conversation {{pk}}, as 'bob': {access.READ_ONLY}",
-        f"0 forks: Conversation {{pk}}, as 'mallory': {access.NOT_YOURS}",
-        f"0 forks: Conversation {{pk}}, as 'root': {access.NOT_YOURS}",
+        "1 forks",
+        f"0 forks: Conversation {{pk}}, as 'mallory': {access.NOT_SHARED}",
+        f"0 forks: Conversation {{pk}}, as 'root': {access.NOT_SHARED}",
     ),
     "manage.py cases add": (
         "1 kept",

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -120,3 +121,23 @@ def test_the_transcript_of_3300_messages_costs_what_one_of_100_does(
 
     assert huge_queries == short_queries
     assert huge_bytes < 500_000 and abs(huge_bytes - short_bytes) < 0.2 * short_bytes
+
+
+def test_a_version_whose_parent_is_in_an_earlier_window_links_to_that_window(
+    staff: Client, user: Any
+) -> None:
+    made = long_conversation(user, 420)
+    inner = versions.archive_from(made, 400)  # hangs off the version archived next
+    outer = versions.archive_from(made, 4)
+    rest = long_conversation(user, 400, "rest")
+    Message.objects.filter(conversation=rest).update(conversation=made, index=F("index") + 4)
+
+    html = staff.get(change_url(made)).content.decode()
+
+    assert 4 < active_indexes(html)[0] <= 400  # the outer version's start is in an earlier one
+    assert f'id="version-{inner.pk}"' in html and f'id="version-{outer.pk}"' not in html
+    link = f'of <a href="?at=4#version-{outer.pk}">'
+    assert link in html
+    earlier = staff.get(f"{change_url(made)}?at=4").content.decode()
+    assert f'id="version-{outer.pk}"' in earlier
+    assert f'of <a href="#version-{outer.pk}">' not in earlier  # the inner one is not in it

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from chat import fragments
 from chat.agent.scripted import ScriptedChatClient
-from chat.evals.annotations import Judgements, offered_tools
+from chat.evals.annotations import NOTHING, Judgements, offered_tools
 from chat.models import NO_TOOL, Annotation, Conversation, Run, ToolCall, expected_call
 from chat.testing import factories as make
 from chat.turns import conversation_turns
@@ -215,15 +215,25 @@ def test_mark_a_reply_then_change_it_then_clear_it(made: Conversation) -> None:
     assert "Bad 1" not in html
 
 
-def test_a_note_needs_a_verdict_and_nothing_is_saved_without_one(made: Conversation) -> None:
-    response = logged_in(made.owner).post(
+def test_a_note_alone_is_saved_and_nothing_at_all_is_refused(made: Conversation) -> None:
+    ada = logged_in(made.owner)
+    response = ada.post(
         reply_url(made), {"action": "save", "current": "", "note": "Half a thought <b>"}, **HTMX
     )
     html = response.content.decode()
+    assert response.status_code == 200 and alerts(html) == []
+    saved = Annotation.objects.get()
+    assert (saved.verdict, saved.note) == ("", "Half a thought <b>")
+    assert "Your note on this reply is saved." in html
+    assert not pressed(html, "good") and not pressed(html, "bad")
+    assert "Half a thought &lt;b&gt;" in html and "Good 1" not in html and "Bad 1" not in html
+
+    # Emptied and saved again, the note is taken back; with nothing before, one line says why.
+    response = ada.post(reply_url(made), {"action": "save", "current": "", "note": ""}, **HTMX)
+    assert response.status_code == 200 and not Annotation.objects.exists()
+    response = ada.post(reply_url(made), {"action": "save", "current": "", "note": " "}, **HTMX)
     assert response.status_code == 422
-    assert alerts(html) == ["Mark the reply Good or Bad: a note is saved with your mark."]
-    assert ">Half a thought &lt;b&gt;</textarea>" in html
-    assert not Annotation.objects.exists()
+    assert alerts(response.content.decode()) == [NOTHING]
 
 
 def test_mark_a_tool_call_with_the_expected_call(made: Conversation) -> None:
@@ -532,10 +542,9 @@ def test_the_refused_field_is_the_one_marked_invalid(made: Conversation) -> None
         html = ada.post(call_url(made), data, **HTMX).content.decode()
         invalid = re.findall(r'id="([a-z-]+)\d+"[^>]*aria-invalid="true"', html)
         assert invalid == [field], (field, invalid)
-    html = ada.post(call_url(made), {"action": "save", "note": "n"}, **HTMX).content.decode()
-    assert 'aria-invalid="true"' not in html
-    assert html.count('aria-describedby="annotate-error-') == 2  # the Good and Bad buttons
-    assert alerts(html) == ["Mark the tool call Good or Bad: a note is saved with your mark."]
+    html = ada.post(call_url(made), {"action": "save", "note": ""}, **HTMX).content.decode()
+    invalid = re.findall(r'id="([a-z-]+)\d+"[^>]*aria-invalid="true"', html)
+    assert invalid == ["annotate-note-call-"] and alerts(html) == [NOTHING]
     note = ada.post(call_url(made), {"verdict": "bad", "note": "x" * 10_001}, **HTMX)
     assert alerts(note.content.decode()) == [
         "Note: Ensure this value has at most 10000 characters (it has 10001)."

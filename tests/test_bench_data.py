@@ -41,7 +41,11 @@ def test_bench_data_builds_measures_and_reports_every_figure(tmp_path: Path) -> 
     assert report["stored"]["first"]["calls"] == 2 and report["stored"]["first"]["bytes"] > 0
     assert report["export"]["all"]["conversations"] == 13
     assert report["export"]["all"]["peak_mb"] > 10
-    assert report["import"]["lines"] == 10 and report["import"]["per_second"] > 0
+    imported = report["import"]
+    assert imported["lines"] == 10 and min(imported["seconds"].values()) > 0
+    # Ten lines against one: on a busy machine start-up noise can swallow the difference, and
+    # then the report has no rate rather than a made-up one.
+    assert imported["per_second"] is None or imported["per_second"] > 0
     verdicts = {target["name"]: target["status"] for target in report["targets"]}
     assert verdicts["long conversation page size"] == "met"
     assert verdicts["admin list"].startswith("not measured: stated at 50,000")

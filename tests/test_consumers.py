@@ -70,7 +70,8 @@ async def test_a_run_streams_indicator_pills_and_final_reply(open_socket: OpenSo
     assert "What time is it? Search the cards for pills too" in first
     assert 'data-running="true"' in first
     assert '<textarea id="message"' in first and "disabled" in first  # the sender's box emptied
-    assert "Looking up: Get current time, Search cards" in everything
+    said = re.sub(r"<[^>]+>", "", everything)
+    assert re.search(r"Looking up: Get current time · \d+ s, Search cards · \d+ s", said)
     indicator_frames = [f for f in frames if 'id="indicator-' in f]
     assert "Looking up" not in indicator_frames[-1]
     final = frames[-1]

@@ -185,3 +185,29 @@ async def test_every_id_a_live_frame_targets_is_an_element_of_the_page() -> None
 
     page = fragments.render("live-reply", {"turn": Turn(user=None, run=run), "live": None})
     assert targets <= set(re.findall(r'id="([^"]+)"', page))
+
+
+async def test_finished_blocks_arrive_rendered_while_the_one_being_written_stays_raw() -> None:
+    conversation = Conversation(pk=9006, title="Blocks")
+    run = Run(pk=9006, conversation=conversation, status="in_progress")
+    publisher = RunPublisher(run)
+
+    publisher._buffer(events.TextDelta("Run this:\n\n```python\nprint(1)\n"))
+    first = publisher._drain()
+    publisher._buffer(events.TextDelta("```\n\n| a | b |\n"))
+    second = publisher._drain()
+
+    # The paragraph is finished once the fence began; the fence once the table's line is whole.
+    assert '<div id="reply-9006-done" hx-swap-oob="beforeend"><p>Run this:</p>' in first
+    assert (
+        '<span id="reply-9006-text" hx-swap-oob="innerHTML">```python\nprint(1)\n</span>' in first
+    )
+    assert '<div class="code-block">' in second and "```" not in second.split("innerHTML")[1]
+    assert second.endswith('<span id="reply-9006-text" hx-swap-oob="innerHTML">| a | b |\n</span>')
+    snapshot = fragments.render(
+        "live-reply", {"turn": Turn(user=None, run=run), "live": publisher.state}
+    )
+    assert "<p>Run this:</p>" in snapshot and '<div class="code-block">' in snapshot
+    assert '-text">| a | b |\n' in snapshot  # a page opened now shows the same
+    page = fragments.render("live-reply", {"turn": Turn(user=None, run=run), "live": None})
+    assert 'id="reply-9006-done"' in page

@@ -99,16 +99,6 @@ def test_raw_stream_storage_can_be_turned_off(client_in: Client, user: Any, sett
     assert ModelCall.objects.get(run=run).raw_stream == ""
 
 
-def test_the_indicator_counts_steps() -> None:
-    from chat.fragments import LiveState, render
-
-    state = LiveState(running={"c": "get_current_time"}, step=2, max_steps=8)
-    html = render("indicator", {"key": 1, "live": state})
-    assert "Looking up: Get current time" in html and "step 2 of 8" in html
-    single = render("indicator", {"key": 1, "live": LiveState(running={"c": "x"}, max_steps=1)})
-    assert "step" not in single
-
-
 def test_each_step_shows_the_tools_offered_and_flags_a_call_of_one_never_offered(
     client_in: Client, user: Any
 ) -> None:

@@ -306,3 +306,63 @@ def test_the_first_screen_has_the_search_and_no_list(client: Client) -> None:
 
     assert "No conversations yet." in page
     assert 'id="conversation-search"' in page and "hx-vals" not in page
+
+
+def test_a_hit_opens_its_conversation_at_the_matching_message(client_in: Client, user: Any) -> None:
+    long = said(
+        make.conversation(user, "A long one"),
+        "the kestrel question",
+        "an answer",
+        *(f"filler {n}" for n in range(160)),
+    )
+    recent = said(make.conversation(user, "A short one"), "another kestrel", "and a reply")
+    only_title = make.conversation(user, "kestrel notes")
+
+    html = found(client_in, "kestrel")
+
+    detail = {pk: reverse("chat:conversation_detail", args=[pk]) for pk in (long.pk, recent.pk)}
+    assert f'href="{detail[long.pk]}?at=0#message-0"' in html
+    assert f'href="{detail[recent.pk]}?at=0#message-0"' in html
+    assert f'href="{reverse("chat:conversation_detail", args=[only_title.pk])}"' in html
+    page = client_in.get(f"{detail[long.pk]}?at=0").content.decode()
+    assert 'id="message-0"' in page and "the kestrel question" in page
+    assert 'id="message-0"' not in client_in.get(detail[long.pk]).content.decode()
+
+
+@pytest.mark.parametrize(
+    ("moment", "shown"),
+    [
+        (datetime(2026, 3, 9, 14, 5), "14:05"),
+        (datetime(2026, 3, 8, 23, 59), "8 Mar"),
+        (datetime(2026, 1, 2, 9, 0), "2 Jan"),
+        (datetime(2025, 12, 31, 9, 0), "31 Dec 2025"),
+    ],
+)
+def test_a_hits_date_is_short_in_the_server_time_zone(moment: datetime, shown: str) -> None:
+    aware = timezone.make_aware(moment)
+
+    assert search.short_date(aware, today=date(2026, 3, 9)) == shown
+
+
+def test_each_hit_shows_when_its_conversation_was_last_updated(
+    client_in: Client, user: Any
+) -> None:
+    old = said(make.conversation(user, "Heron notes"), "a heron")
+    moment = timezone.make_aware(datetime(2024, 5, 17, 10, 30))
+    Conversation.objects.filter(pk=old.pk).update(updated_at=moment)
+
+    html = found(client_in, "heron")
+
+    assert f'<time class="hit-date" datetime="{moment.isoformat()}">17 May 2024</time>' in html
+
+
+def test_archived_conversations_are_not_searched_here(client_in: Client, user: Any) -> None:
+    kept = said(make.conversation(user, "Otter facts"), "otters")
+    archived = said(make.conversation(user, "Otter photos"), "more otters")
+    Conversation.objects.filter(pk=archived.pk).update(archived_at=timezone.now())
+
+    assert links(found(client_in, "otter")) == [kept.pk]
+    assert [
+        hit.conversation.pk
+        for hit in search.search(search.searched(user, archived=True), "otter").hits
+    ] == [archived.pk]

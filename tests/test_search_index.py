@@ -4,13 +4,16 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.apps import apps
 from django.contrib.auth import get_user_model
+from django.core.management import call_command
 from django.db import connection
+from django.db.models.signals import pre_migrate
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from chat import agent, search, transcripts
-from chat.models import Conversation
+from chat.models import Conversation, Message
 from chat.testing import factories as make
 from chat.testing import search_cases
 
@@ -64,3 +67,40 @@ def test_a_rare_term_past_the_recent_conversations_is_found_through_the_index(
     assert found("quokka", 5) == (["Note 6"], 4)  # walked, looked up, rows, snippet
     assert found("note", 2) == (["Note 0", "Note 1"], 3)  # walked, rows, snippets
     assert found("note", 5) == ([f"Note {n}" for n in range(5)], 4)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite copies a table to alter it")
+def test_a_migration_that_copies_the_messages_table_leaves_search_working() -> None:
+    owner = make.user("ada")
+    before = make.conversation(owner, "before")
+    transcripts.append_messages(before, [agent.ChatMessage(role="user", content="kestrel")])
+    # What a later migration altering messages does on SQLite: around the plan, the signals
+    # migrate sends; within it, a copy of the table.
+    chat = apps.get_app_config("chat")
+    pre_migrate.send(
+        chat,
+        app_config=chat,
+        verbosity=0,
+        interactive=False,
+        using="default",
+        plan=[("a migration", False)],
+        apps=apps,
+    )
+    with connection.schema_editor() as editor:
+        editor._remake_table(Message)
+
+    after = make.conversation(owner, "after")
+    transcripts.append_messages(after, [agent.ChatMessage(role="user", content="kestrel too")])
+    call_command("migrate", verbosity=0)  # post_migrate puts back what the copy dropped
+    transcripts.append_messages(after, [agent.ChatMessage(role="user", content="merlin")])
+
+    def found(query: str) -> list[str]:
+        hits = search.search(Conversation.objects.for_user(owner), query).hits
+        return sorted(str(hit.conversation) for hit in hits)
+
+    assert found("kestrel") == ["after", "before"]  # written while the triggers were gone
+    assert found("merlin") == ["after"]  # written after they came back
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM sqlite_master WHERE name = 'chat_message_recent'")
+        assert cursor.fetchall()

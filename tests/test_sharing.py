@@ -8,12 +8,13 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
+from django.contrib.messages import get_messages
 from django.test import Client
 from django.urls import reverse
 
 from chat import consumers
 from chat.agent.scripted import ScriptedChatClient
-from chat.models import Conversation, Message, Version
+from chat.models import Conversation, Message, Run, Version
 from chat.testing import factories as make
 from chat.testing.sockets import DONE, connect, frames_until, send
 
@@ -50,13 +51,12 @@ def test_a_teammate_reads_a_shared_conversation_and_writes_nothing(shared: Conve
         ("tool_call_detail", [shared.pk, call.pk]),
         ("message_text", [shared.pk, 0]),
         ("reply_text", [shared.pk, 1]),
-    ]:
-        assert bob.get(reverse(f"chat:{name}", args=args)).status_code == 200, name
-    for name, args in [
-        ("conversation_settings", [shared.pk]),
+        # Forking makes a conversation of the reader's own: this one is not changed.
         ("fork_message", [shared.pk, 0]),
         ("fork_tool_call", [shared.pk, call.pk]),
     ]:
+        assert bob.get(reverse(f"chat:{name}", args=args)).status_code == 200, name
+    for name, args in [("conversation_settings", [shared.pk])]:
         assert bob.get(reverse(f"chat:{name}", args=args)).status_code == 404, name
     for name in ["conversation_rename", "conversation_delete", "conversation_share"]:
         response = bob.post(reverse(f"chat:{name}", args=[shared.pk]), {"title": "mine"})
@@ -138,3 +138,109 @@ async def connect_refused(user: Any, conversation: Conversation) -> int:
     connected, code = await communicator.connect()
     assert not connected
     return int(code)  # type: ignore[arg-type]
+
+
+# The header: Share (the owner's, the same rule as the sidebar's form), Copy link, Continue in my
+# own copy (a reader's), Download.
+def test_the_owner_shares_from_the_header_and_copies_the_link(shared: Conversation) -> None:
+    owner = logged_in(shared.owner)
+    html = owner.get(reverse("chat:conversation_detail", args=[shared.pk])).content.decode()
+    header = html.partition('class="chat-header"')[2].partition("</header>")[0]
+    share = reverse("chat:conversation_share", args=[shared.pk])
+    assert f'action="{share}"' in header and "Stop sharing" in header
+    assert "Shared with the team</span></summary>" in header
+    assert f'value="http://testserver/c/{shared.pk}/" readonly' in header
+    assert "Continue in my own copy" not in header
+    for kind in ("markdown", "openai", "full"):
+        assert reverse("chat:conversation_download", args=[shared.pk, kind]) in header
+
+    owner.post(share, {})
+    html = owner.get(reverse("chat:conversation_detail", args=[shared.pk])).content.decode()
+    header = html.partition('class="chat-header"')[2].partition("</header>")[0]
+    assert "Share</span></summary>" in header and "Share with the team" in header
+    assert "Only you can open it until you share it." in header
+
+
+def test_a_reader_sees_who_shares_it_and_may_continue_in_a_copy(shared: Conversation) -> None:
+    bob = logged_in(make.user("bob"))
+    html = bob.get(reverse("chat:conversation_detail", args=[shared.pk])).content.decode()
+    header = html.partition('class="chat-header"')[2].partition("</header>")[0]
+    assert "Shared by ada</span></summary>" in header
+    assert reverse("chat:conversation_share", args=[shared.pk]) not in html
+    copy = reverse("chat:conversation_copy", args=[shared.pk])
+    assert f'action="{copy}"' in header and 'name="before"' not in header
+    assert reverse("chat:conversation_download", args=[shared.pk, "markdown"]) in header
+
+
+def test_continue_in_my_own_copy_forks_for_the_reader_through_what_they_read(
+    shared: Conversation,
+) -> None:
+    bob = make.user("bob")
+    web = logged_in(bob)
+    before = list(shared.messages.active().values_list("index", "content"))
+    response = web.post(reverse("chat:conversation_copy", args=[shared.pk]))
+    copy = Conversation.objects.get(parent=shared)
+    assert response.status_code == 302
+    assert response["Location"] == reverse("chat:conversation_detail", args=[copy.pk])
+    assert (copy.owner, copy.forked_at, copy.shared) == (bob, before[-1][0], False)
+    assert list(copy.messages.active().values_list("index", "content")) == before
+    assert list(shared.messages.active().values_list("index", "content")) == before
+    page = web.get(response["Location"]).content.decode()
+    assert "This is your own copy of “Team notes” through message 3" in page
+    assert "Copied from" in page and "shared by ada" in page
+    assert 'id="composer"' in page  # theirs to write in
+
+
+def test_from_an_earlier_window_the_copy_ends_where_the_reader_was(shared: Conversation) -> None:
+    """Messages 0-3: a question, a tool call, its result, a reply. Reading up to message 1 (the
+    call), the copy takes its whole round: a tool round is never cut in half."""
+    bob = logged_in(make.user("bob"))
+    bob.post(reverse("chat:conversation_copy", args=[shared.pk]), {"before": "2"})
+    assert Conversation.objects.get(parent=shared).forked_at == 2
+    bob.post(reverse("chat:conversation_copy", args=[shared.pk]), {"before": "1"})
+    points = Conversation.objects.filter(parent=shared).order_by("forked_at")
+    assert list(points.values_list("forked_at", flat=True)) == [0, 2]
+
+
+@pytest.mark.parametrize("before", ["-1", "x", "99999999999", ""])
+def test_a_bad_reading_point_means_the_latest(shared: Conversation, before: str) -> None:
+    logged_in(make.user("bob")).post(
+        reverse("chat:conversation_copy", args=[shared.pk]), {"before": before}
+    )
+    assert Conversation.objects.get(parent=shared).forked_at == 3
+
+
+def test_a_copy_is_refused_where_it_must_be(shared: Conversation) -> None:
+    copy = reverse("chat:conversation_copy", args=[shared.pk])
+    bob = logged_in(make.user("bob"))
+    assert bob.get(copy).status_code == 405
+    assert Client().post(copy).status_code == 302  # to the login page
+    Run.objects.create(conversation=shared, status="in_progress", model="m")
+    response = bob.post(copy)
+    assert response["Location"] == reverse("chat:conversation_detail", args=[shared.pk])
+    said = [str(message) for message in get_messages(response.wsgi_request)]
+    assert said == [
+        "No copy was made: A run is in progress in this conversation: fork it once it has finished."
+    ]
+    Conversation.objects.filter(pk=shared.pk).update(shared=False)
+    assert bob.post(copy).status_code == 404
+    assert not Conversation.objects.filter(parent=shared).exists()
+
+
+def test_an_empty_shared_conversation_has_nothing_to_copy() -> None:
+    empty = make.conversation(make.user("ada"), "Empty")
+    Conversation.objects.filter(pk=empty.pk).update(shared=True)
+    response = logged_in(make.user("bob")).post(reverse("chat:conversation_copy", args=[empty.pk]))
+    said = [str(message) for message in get_messages(response.wsgi_request)]
+    assert said == ["No copy was made: this conversation has no messages yet."]
+
+
+def test_a_reader_forks_from_the_message_they_choose(shared: Conversation) -> None:
+    bob = logged_in(make.user("bob"))
+    url = reverse("chat:fork_message", args=[shared.pk, 0])
+    page = bob.get(url).content.decode()
+    assert reverse("chat:conversation_rename", args=[shared.pk]) not in page  # not theirs
+    response = bob.post(url)
+    copy = Conversation.objects.get(parent=shared)
+    assert response["Location"] == reverse("chat:conversation_detail", args=[copy.pk])
+    assert (copy.owner.get_username(), copy.forked_at, copy.messages.count()) == ("bob", 0, 1)

@@ -1,28 +1,35 @@
-"""A tool call's progress on the page: the indicator reads "Looking up: Research · 40%", at
-most a few frames a second per call, the last report always shown. End to end through the test
-MCP server's `research` tool (real progress notifications over streamable HTTP) and a real
-conversation socket."""
+"""A tool call's progress on the page: the indicator reads "Looking up: Research · 40% · 3 s",
+at most a few frames a second per call, the last report always shown, and its seconds cost no
+frame (the page counts them). End to end through the test MCP server's `research` tool (real
+progress notifications over streamable HTTP) and a real conversation socket."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
+from django.urls import reverse
+from django.utils import timezone
 
 from chat.agent.events import ToolCallProgress
 from chat.agent.messages import ToolCall
 from chat.agent.scripted import ScriptedChatClient, ScriptedTurn
-from chat.models import Conversation, McpServer
+from chat.fragments import LiveState, render
+from chat.models import Conversation, McpServer, Run
+from chat.models import ToolCall as ToolCallRow
 from chat.runs import lifecycle
 from chat.runs import mcp as hub_module
 from chat.testing import factories as make
 from chat.testing.mcp_server import McpHttpServer
 from chat.testing.sockets import DONE, connect, frames_until, send
-from chat.tool_progress import Pacer, indicator_label, progress_text
+from chat.tool_progress import Pacer, elapsed_text, indicator_label, progress_text
+from tests.browser import tools as slow_tools
 
 PERCENT = re.compile(r"Looking up: Research · (\d+)%")
 
@@ -112,4 +119,70 @@ async def test_mcp_progress_reaches_the_page_live(
     indicators = [frame for frame in frames if 'id="indicator-' in frame]
     assert "Looking up" not in indicators[-1]
     assert "Ten sources read." in frames[-1]
+    await ws.disconnect()
+
+
+def test_elapsed_time_is_said_in_whole_seconds_then_minutes() -> None:
+    said = [elapsed_text(s) for s in (-1, 0, 0.99, 3.9, 59.99, 60, 125, 3600)]
+    assert said == ["0 s", "0 s", "0 s", "3 s", "59 s", "1 min 0 s", "2 min 5 s", "60 min 0 s"]
+
+
+def test_the_indicator_says_how_long_each_call_has_run() -> None:
+    now = timezone.now()
+    state = LiveState(
+        running={"c1": "search_docs", "c2": "docs__research"},
+        started={"c1": now - timedelta(seconds=3.2), "c2": now - timedelta(seconds=65)},
+        progress={"c2": ToolCallProgress("c2", 2, 5)},
+    )
+    html = render("indicator", {"key": 7, "calls": state.indicator()})
+    text = re.sub(r"<[^>]+>", "", html).strip()
+    assert text == "Looking up: Search docs · 3 s, Research · 40% · 1 min 5 s"
+    assert "step" not in html
+    first, second = (int(ms) for ms in re.findall(r'data-elapsed-ms="(\d+)"', html))
+    assert 3200 <= first < 3700 and 65_000 <= second < 65_500
+    started = re.findall(r'<time class="elapsed" datetime="([^"]+)"', html)
+    assert started == [state.started["c1"].isoformat(), state.started["c2"].isoformat()]
+    assert "aria-live" not in html  # the status region says "Looking up" once; no second ticks
+    empty = render("indicator", {"key": 7, "calls": LiveState().indicator()})
+    assert empty.strip() == '<div class="indicator" id="indicator-7"></div>'
+
+
+@pytest.mark.django_db
+def test_the_page_drawn_during_a_call_says_how_long_it_has_run(client_in: Any, user: Any) -> None:
+    made = make.new_conversation(user, "slow")
+    run = Run.objects.create(conversation=made, status="in_progress", model="scripted")
+    started = timezone.now() - timedelta(seconds=5)
+    ToolCallRow.objects.create(
+        run=run, step=1, call_id="c1", name="slow_lookup", started_at=started
+    )
+    waiting = {"approval": "waiting", "position": 1}  # asked, not started
+    ToolCallRow.objects.create(run=run, step=1, call_id="c2", name="search_cards", **waiting)
+    page = client_in.get(reverse("chat:conversation_detail", args=[made.pk])).content.decode()
+    (line,) = re.findall(r'<div class="indicator" id="indicator-\d+">(.*?)</div>', page)
+    assert re.sub(r"<[^>]+>", "", line) in {f"Looking up: Slow lookup · {s} s" for s in (5, 6)}
+    assert "elapsed.js" in page
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_slow_call_costs_no_frame_while_it_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    owner = await database_sync_to_async(make.user)()
+    made = await database_sync_to_async(make.new_conversation)(
+        owner, tool_policies={"slow_lookup": "run"}
+    )
+    lookup = ToolCall(id="c1", name="slow_lookup", arguments="{}")
+    client = ScriptedChatClient([ScriptedTurn(tool_calls=(lookup,)), "Found it."])
+    monkeypatch.setattr(lifecycle, "build_client", lambda *_, **__: client)
+    ws = await connect(owner, made)
+
+    await send(ws, "Look it up, slowly")
+    arrivals: list[tuple[float, str]] = []
+    while not arrivals or DONE not in arrivals[-1][1]:
+        frame = await ws.receive_from(timeout=5)
+        arrivals.append((time.monotonic(), frame))
+
+    started = next(i for i, (_, f) in enumerate(arrivals) if "Looking up: Slow lookup · " in f)
+    ended = next(i for i, (_, f) in enumerate(arrivals) if i > started and "pill-completed" in f)
+    assert ">0 s</time>" in arrivals[started][1]
+    assert arrivals[ended][0] - arrivals[started][0] > slow_tools.SLOW_SECONDS - 0.3
+    assert ended == started + 1  # the page counts the seconds: none of them is a frame
     await ws.disconnect()

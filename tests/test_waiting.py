@@ -84,8 +84,10 @@ async def test_the_card_reaches_every_tab_and_approving_runs_the_tool() -> None:
     assert 'data-running="false"' in card
     assert "Waiting for your approval: Handoff note" in card  # read to screen readers
     assert "pill-in_progress" not in card  # the waiting call is the card, not a pill
-    sidebar = (await frames_until(elsewhere, f'id="waiting-mark-{made.pk}"'))[-1]
-    assert "Waiting for your approval" in sidebar
+    link = f'<a id="conversation-link-{made.pk}" hx-swap-oob="innerHTML">'
+    sidebar = (await frames_until(elsewhere, link))[-1]
+    assert f'{link}<span class="waiting-mark" title="Waiting for your approval">' in sidebar
+    assert sidebar.endswith("</span></span>Deploy</a>")  # the title, read again
 
     await ws.send_to(text_data=decide(run, "approve", call))
 
@@ -95,8 +97,8 @@ async def test_the_card_reaches_every_tab_and_approving_runs_the_tool() -> None:
     assert 'class="pill pill-completed"' in final and "waiting-calls" not in final
     assert "recorded for the team" in final
     assert DONE in (await frames_until(tab, DONE))[-1]
-    cleared = (await frames_until(elsewhere, f'id="waiting-mark-{made.pk}"'))[-1]
-    assert "Waiting for your approval" not in cleared
+    cleared = (await frames_until(elsewhere, link))[-1]
+    assert cleared == f"{link}Deploy</a>"
     await run.arefresh_from_db()
     await call.arefresh_from_db()
     assert (run.status, call.approval, call.status) == ("completed", "approved", "completed")
@@ -343,11 +345,11 @@ def test_the_page_of_a_waiting_run_says_so(client_in: Client, user: Any) -> None
     assert 'class="waiting-calls"' in page and "Reason (optional)" in page
     assert "Regenerate" not in page and "Retry" not in page
     assert 'class="status status-requires_action">Waiting for approval<' in page
-    mark = f'id="waiting-mark-{made.pk}" title="Waiting for your approval"'
-    assert mark in page
-    assert f'<span class="waiting-mark" id="waiting-mark-{other.pk}"></span>' in page
+    mark = '><span class="waiting-mark" title="Waiting for your approval">'
+    assert f'href="/c/{made.pk}/" aria-current="page"{mark}' in page
+    assert f'href="/c/{other.pk}/">Quiet</a>' in page  # no mark, not even an empty one
     quiet = client_in.get(reverse("chat:conversation_detail", args=[other.pk])).content.decode()
-    assert mark in quiet and "<title>Quiet · Agent Lab</title>" in quiet
+    assert f'href="/c/{made.pk}/"{mark}' in quiet and "<title>Quiet · Agent Lab</title>" in quiet
 
 
 def test_a_reader_sees_the_waiting_call_and_no_mark(client_in: Client, user: Any) -> None:

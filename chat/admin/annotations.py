@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.safestring import SafeString
 
-from chat.models import Annotation, expected_call, expected_field
+from chat.models import Annotation, Verdict, expected_call, expected_field
 from chat.transcripts.limits import ARGUMENT_CHARS, NOTE_CHARS
 
 from .base import LabAdmin, ReadOnlyInline, admin_link
@@ -50,6 +50,11 @@ class AnnotationForm(forms.ModelForm[Annotation]):
     )
     no_tool = forms.BooleanField(required=False, label="No tool should be called")
     note = forms.CharField(required=False, max_length=NOTE_CHARS, widget=forms.Textarea)
+    verdict = forms.ChoiceField(
+        choices=[("", "None (a note only)"), *Verdict.choices],
+        required=False,
+        help_text="A note may stand without Good or Bad, as in the chat.",
+    )
 
     author: Any = None
     """The user adding the annotation (set by the admin for each request)."""

@@ -79,7 +79,7 @@ class LabAdmin(admin.ModelAdmin[Any]):
     show_full_result_count = False
 
     class Media:
-        css = {"all": ["chat/admin.css", "css/code.css"]}
+        css = {"all": ["chat/admin.css", "css/code.css", "css/palette.css", "css/attachments.css"]}
 
 
 class RecordAdmin(LabAdmin):

@@ -5,11 +5,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.http.response import HttpResponseBase
+from django.shortcuts import get_object_or_404
+from django.template.loader import render_to_string
+from django.urls import URLPattern, path
 from django.utils.safestring import SafeString
 
-from chat import agent, search
+from chat import agent, attachment_views, search
 from chat.models import HistoryRepair, Message
 from chat.templatetags.chat_tags import folded, pretty, pretty_json
 
@@ -54,6 +59,7 @@ class MessageAdmin(RecordAdmin):
         "index",
         "role",
         "content_display",
+        "attachments_display",
         "reasoning_display",
         "tool_calls_display",
         "tool_call_id",
@@ -62,6 +68,7 @@ class MessageAdmin(RecordAdmin):
     readonly_fields = (
         "path",
         "content_display",
+        "attachments_display",
         "reasoning_display",
         "tool_calls_display",
         "created_at",
@@ -76,6 +83,25 @@ class MessageAdmin(RecordAdmin):
     ) -> tuple[QuerySet[Message], bool]:
         """The full-text index, as the conversations' search reads it (`chat.search`)."""
         return search.messages_matching(queryset, search.terms(search_term)), False
+
+    def get_urls(self) -> list[URLPattern]:
+        view = self.admin_site.admin_view(self.attachment_view)
+        url = path("<int:pk>/attachments/<int:number>/", view, name="chat_message_attachment")
+        return [url, *super().get_urls()]
+
+    def attachment_view(self, request: HttpRequest, pk: int, number: int) -> HttpResponseBase:
+        """A file sent with a user message, for the admin transcript."""
+        message = get_object_or_404(Message.objects.only("pk", "attachments"), pk=pk)
+        if not self.has_view_permission(request, message):
+            raise PermissionDenied
+        return attachment_views.serve(message, number)
+
+    @admin.display(description="attachments")
+    def attachments_display(self, obj: Message) -> SafeString | str:
+        if not obj.attachments:
+            return "—"
+        context = {"message": obj, "in_admin": True}
+        return SafeString(render_to_string("chat/attachments.html#sent", context))
 
     @admin.display(description="path", ordering="version")
     def path(self, obj: Message) -> str:

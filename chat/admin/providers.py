@@ -34,6 +34,7 @@ class ProviderProfileAdmin(LabAdmin):
         "tool_call_ids",
         "reasoning_field_display",
         "parallel_tool_calls",
+        "accepts_images",
         "api_key_env_display",
         "key_set",
         "available_to_everyone",
@@ -65,6 +66,7 @@ class ProviderProfileAdmin(LabAdmin):
                     "tool_call_ids",
                     "reasoning_field",
                     "parallel_tool_calls",
+                    "accepts_images",
                 ),
                 "description": "What differs between providers; check_provider --save-profile "
                 "NAME detects them.",

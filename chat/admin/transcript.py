@@ -100,6 +100,8 @@ class VersionView:
     version: Version
     parent: Version | None
     entries: list[Entry]
+    parent_shown: bool = True
+    """Whether the parent is on this page too; if not, its link opens the window it is in."""
 
 
 @dataclass
@@ -176,8 +178,14 @@ def transcript(conversation: Conversation, window: Window | None = None) -> Tran
     entries = sections.entries(paths[0])
     for entry in entries:
         entry.point = points.get(entry.message.index)
+    on_page = {version.pk for version in archived}
     listed = [
-        VersionView(p.version, p.version.parent, sections.entries(p))
+        VersionView(
+            p.version,
+            p.version.parent,
+            sections.entries(p),
+            p.version.parent_id is None or p.version.parent_id in on_page,
+        )
         for p in paths[1:]
         if p.version
     ]

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from .approvals import Policy
-from .messages import ChatMessage
+from .messages import Attachment, ChatMessage
 from .tools import ToolRegistry, default_registry
 
 MAX_USER_MESSAGE_CHARS = 32_000
@@ -140,6 +140,8 @@ class DebugRunRequest(BaseModel):
 
     parameters: AgentParameters = AgentParameters()
     history: tuple[ChatMessage, ...] = ()
+    attachments: tuple[Attachment, ...] = ()
+    """The files sent with `user_message` (which may then be empty)."""
     user_message: str | None
 
     @field_validator("user_message")
@@ -147,7 +149,7 @@ class DebugRunRequest(BaseModel):
     def _not_blank_nor_too_long(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None:
             return value
-        if not value.strip():
+        if not value.strip() and not info.data.get("attachments"):
             raise ValueError("the message is empty")
         limit = (info.context or {}).get("max_message_chars", MAX_USER_MESSAGE_CHARS)
         if len(value) > limit:
@@ -164,6 +166,8 @@ class DebugRunRequest(BaseModel):
             if (info.context or {}).get("resuming")
             else ("user", "tool")
         )
+        if self.attachments and self.user_message is None:
+            raise ValueError("attachments come with a new user message")
         if self.user_message is None and (not self.history or self.history[-1].role not in ends):
             raise ValueError(
                 "without a new message, the history must end with a user or a tool message"
@@ -177,5 +181,10 @@ class DebugRunRequest(BaseModel):
         result.extend(self.parameters.pre_messages)
         result.extend(self.history)
         if self.user_message is not None:
-            result.append(ChatMessage(role="user", content=self.user_message))
+            result.append(self.user_chat_message())
         return result
+
+    def user_chat_message(self) -> ChatMessage:
+        """The new user message as the transcript keeps it."""
+        text = self.user_message
+        return ChatMessage(role="user", content=text, attachments=self.attachments)

@@ -47,8 +47,55 @@ class ToolCall(BaseModel):
         )
 
 
+AttachmentKind = Literal["image", "text", "pdf"]
+MAX_ATTACHMENTS = 10
+"""The most files one message carries."""
+
+
+class Attachment(BaseModel):
+    """A file sent with a user message, named by the sha256 of its bytes.
+
+    `content` is what the model reads of it, filled in just before a request: an image's data
+    URL, a text file's text, a PDF's extracted text. Stored values leave it empty.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    content_type: str
+    size: int
+    sha256: str
+    kind: AttachmentKind
+    pages: int = 0
+    content: str | None = None
+
+    def to_openai(self) -> dict[str, Any]:
+        """The content part the model gets: an `image_url` part, or a `text` part that names
+        the file before its text."""
+        if self.kind == "image":
+            url = self.content or f"attachment:{self.sha256}"
+            return {"type": "image_url", "image_url": {"url": url}}
+        if self.content is None:
+            return {"type": "text", "text": f"[{self.heading()}: not loaded]"}
+        return {"type": "text", "text": f"{self.heading()}:\n\n{self.content}"}
+
+    def heading(self) -> str:
+        if self.kind == "pdf":
+            pages = "1 page" if self.pages == 1 else f"{self.pages:,} pages"
+            return f"Attached file {self.name} (PDF, {pages}, as text)"
+        return f"Attached file {self.name} ({self.content_type})"
+
+    def stored(self) -> Attachment:
+        """The value without its loaded content, as a row keeps it."""
+        return self.model_copy(update={"content": None}) if self.content is not None else self
+
+
 class ChatMessage(BaseModel):
-    """One provider-facing message. `reasoning` is kept for display, never sent back."""
+    """One provider-facing message. `reasoning` is kept for display, never sent back.
+
+    A user message's `attachments` go after its text as content parts (the OpenAI shape for
+    images and files); without any, `content` is a plain string.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -57,6 +104,7 @@ class ChatMessage(BaseModel):
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
     reasoning: str | None = None
+    attachments: tuple[Attachment, ...] = ()
 
     @model_validator(mode="after")
     def _check_role_fields(self) -> ChatMessage:
@@ -66,6 +114,13 @@ class ChatMessage(BaseModel):
             raise ValueError("a tool message needs the tool_call_id it answers")
         if self.role != "tool" and self.tool_call_id is not None:
             raise ValueError(f"only tool messages carry a tool_call_id, not {self.role!r}")
+        if self.attachments and self.role != "user":
+            raise ValueError(f"only user messages carry attachments, not {self.role!r}")
+        if len(self.attachments) > MAX_ATTACHMENTS:
+            raise ValueError(
+                f"a message carries at most {MAX_ATTACHMENTS} attachments, "
+                f"not {len(self.attachments)}"
+            )
         return self
 
     def to_openai(self, *, empty_content: EmptyContent = "empty") -> dict[str, Any]:
@@ -79,6 +134,9 @@ class ChatMessage(BaseModel):
             elif empty_content == "null":
                 data["content"] = None
             data["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+        elif self.attachments:
+            text = [{"type": "text", "text": self.content}] if self.content else []
+            data["content"] = text + [attachment.to_openai() for attachment in self.attachments]
         else:
             data["content"] = self.content or ""
         if self.tool_call_id is not None:

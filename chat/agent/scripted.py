@@ -15,7 +15,7 @@ from typing import Any
 from .contracts import AgentParameters
 from .errors import ChatClientError
 from .events import ModelRequestSent, StreamItem
-from .messages import ChatMessage, ToolCall
+from .messages import Attachment, ChatMessage, ToolCall
 from .stream import ChatCompletionStreamParser
 from .titles import TITLE_CHARS, clean_title
 from .tools import ToolDefinition, humanize
@@ -162,11 +162,35 @@ def respond(messages: Sequence[ChatMessage], offered: Sequence[str]) -> Scripted
             text=f"I would use {names} for that, but it is not enabled for this conversation. "
             "Turn it on in the agent settings and ask again."
         )
+    if last.attachments:
+        seen = "; ".join(_seen(attachment) for attachment in last.attachments)
+        said = f" and said: “{prompt.strip()[:200]}”" if prompt.strip() else ""
+        return ScriptedTurn(
+            text=f"You attached {seen}{said}. I am the scripted model: I read no files, but a "
+            "model behind a provider gets each one as the inspector shows."
+        )
     return ScriptedTurn(
         text=f"You said: “{prompt.strip()[:200]}”. I am the scripted model: I run offline and "
         "answer from a script. Ask me for the time, to search the cards, or to leave a handoff "
         "note (or several at once), and I will call the tools enabled for this conversation."
     )
+
+
+def _seen(attachment: Attachment) -> str:
+    if attachment.kind == "pdf":
+        return f"{attachment.name} (a PDF of {attachment.pages} pages)"
+    what = "an image" if attachment.kind == "image" else "a text file"
+    return f"{attachment.name} ({what})"
+
+
+def _tokens(content: Any) -> int:
+    """A rough count of a message's words (an image part counts as 85, OpenAI's low detail)."""
+    if isinstance(content, list):
+        return sum(
+            len(str(part.get("text") or "").split()) if part.get("type") == "text" else 85
+            for part in content
+        )
+    return len((content or "").split())
 
 
 def scripted_title(first_message: str) -> str | None:
@@ -254,9 +278,7 @@ def _chunks(turn: ScriptedTurn, body: dict[str, Any]) -> Iterable[dict[str, Any]
     if turn.usage is not None:
         prompt_tokens, completion_tokens = turn.usage
     else:
-        prompt_tokens = sum(
-            len((message.get("content") or "").split()) + 4 for message in body["messages"]
-        )
+        prompt_tokens = sum(_tokens(message.get("content")) + 4 for message in body["messages"])
         completion_tokens = len(_WORDS.findall(turn.text + turn.reasoning)) + 8 * len(
             turn.tool_calls
         )

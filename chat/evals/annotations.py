@@ -22,8 +22,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from chat import access
-from chat.agent import wire
+from chat.agent import decisions, wire
 from chat.models import (
+    NO_TOOL,
     Annotation,
     Conversation,
     ModelCall,
@@ -41,7 +42,9 @@ if TYPE_CHECKING:
 TEMPLATE = "chat/annotation.html"
 FIELDS = ("note", "expected_tool", "expected_arguments", "no_tool")
 """What the form keeps of a POST when it is refused or cleared: the text the reader typed."""
+EXPECTED = FIELDS[1:]
 STILL_RUNNING = "The reply is still being written: judge it once it is finished."
+NOTHING = "Nothing to save: write a note, say which call was expected, or mark it Good or Bad."
 
 
 class ExpectedCallForm(forms.Form):
@@ -58,9 +61,11 @@ class ExpectedCallForm(forms.Form):
 
 
 class AnnotationForm(ExpectedCallForm):
-    """A verdict and a note; on a tool call, also the call that was expected."""
+    """A verdict and a note; on a tool call, also the call that was expected. Each part may
+    come alone: a note without a mark is a note, and an expected call without one implies it
+    (`implied_verdict`)."""
 
-    verdict = forms.ChoiceField(choices=Verdict.choices)
+    verdict = forms.ChoiceField(choices=Verdict.choices, required=False)
     note = forms.CharField(required=False, max_length=NOTE_CHARS)
     expected_tool = forms.CharField(required=False, max_length=200, label="Expected tool")
     expected_arguments = forms.CharField(
@@ -68,20 +73,18 @@ class AnnotationForm(ExpectedCallForm):
     )
     no_tool = forms.BooleanField(required=False)
 
-    def __init__(self, data: Mapping[str, Any], *, target: str, call: bool) -> None:
+    def __init__(self, data: Mapping[str, Any], *, call: ToolCall | None) -> None:
         super().__init__(data)
         self.call = call
-        self.fields["verdict"].error_messages["required"] = (
-            f"Mark the {target} Good or Bad: a note is saved with your mark."
-        )
-        if not call:
-            for name in ("expected_tool", "expected_arguments", "no_tool"):
+        if call is None:
+            for name in EXPECTED:
                 del self.fields[name]
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         cleaned["expected"] = None
-        if self.call and not self.errors:
+        # The expected call is read whatever else is wrong: every problem in one pass.
+        if self.call is not None and not set(EXPECTED) & set(self.errors):
             try:
                 cleaned["expected"] = expected_call(
                     tool=cleaned.get("expected_tool", ""),
@@ -95,12 +98,31 @@ class AnnotationForm(ExpectedCallForm):
 
     @property
     def error_line(self) -> str:
-        """The first problem, as one line (a field's problem names the field)."""
+        """Every problem, on one line (a field's problem names the field)."""
+        lines = []
         for name, errors in self.errors.items():
             if name in (NON_FIELD_ERRORS, "verdict"):
-                return str(errors[0])
-            return f"{self.fields[name].label or name.capitalize()}: {errors[0]}"
-        return ""
+                lines.append(str(errors[0]))
+            else:
+                label = self.fields[name].label or name.capitalize()
+                lines.append(f"{label}: {errors[0]}")
+        return " ".join(lines)
+
+
+def implied_verdict(expected: Mapping[str, Any], call: ToolCall) -> str:
+    """What an expected call says of `call` when no mark was given: Good when the call meets
+    it (the evaluations' rule, `decisions.compare`), Bad when it differs."""
+    arguments = decisions.parse_arguments(call.arguments)
+    got = {
+        "tool_calls": [
+            {"name": call.name, "arguments": call.arguments if arguments is None else arguments}
+        ]
+    }
+    if expected == NO_TOOL:
+        wanted = dict(NO_TOOL)
+    else:
+        wanted = decisions.expectation([(expected["tool"], expected["arguments"])])
+    return Verdict.GOOD if decisions.compare(wanted, got).passed else Verdict.BAD
 
 
 @dataclass
@@ -292,30 +314,38 @@ def _annotate(request: AuthenticatedRequest, run: Run, call: ToolCall | None) ->
 def _save(request: AuthenticatedRequest, run: Run, call: ToolCall | None) -> Outcome:
     """The reader's annotation saved, changed or cleared, or why not.
 
-    The clicked Good or Bad button sends `verdict`; Save sends the reader's current one.
+    The clicked Good or Bad button sends `verdict`; Save sends the reader's current one, if
+    any. Without a mark, an expected call implies one (`implied_verdict`) and a note stays a
+    note; saving nothing at all takes back what the reader had said.
     """
     target = "tool call" if call is not None else "reply"
     if run.is_active:
         return Outcome(409, STILL_RUNNING)
+    mine = Annotation.objects.filter(author=request.user, run=run, tool_call=call)
     if request.POST.get("action") == "clear":
-        Annotation.objects.filter(author=request.user, run=run, tool_call=call).delete()
+        mine.delete()
         return Outcome(announce=f"Your mark on this {target} is cleared.")
     data = QueryDict(mutable=True)
     data.update(request.POST)
     if not data.get("verdict"):
         data["verdict"] = request.POST.get("current", "")
-    form = AnnotationForm(data, target=target, call=call is not None)
+    form = AnnotationForm(data, call=call)
     if not form.is_valid():
         return Outcome(422, form.error_line, form.error_field)
+    verdict, expected = form.cleaned_data["verdict"], form.cleaned_data["expected"]
+    note = form.cleaned_data["note"].replace("\r\n", "\n")
+    if not verdict and expected is not None and call is not None:
+        verdict = implied_verdict(expected, call)
+    if not (verdict or note.strip() or expected):
+        if mine.delete()[0]:
+            return Outcome(announce=f"Your mark on this {target} is cleared.")
+        return Outcome(422, NOTHING, "note")
     Annotation.objects.update_or_create(
         author=request.user,
         run=run,
         tool_call=call,
-        defaults={
-            "verdict": form.cleaned_data["verdict"],
-            "note": form.cleaned_data["note"].replace("\r\n", "\n"),
-            "expected": form.cleaned_data["expected"],
-        },
+        defaults={"verdict": verdict, "note": note, "expected": expected},
     )
-    verdict = Verdict(form.cleaned_data["verdict"]).label.lower()
-    return Outcome(announce=f"You marked this {target} {verdict}.")
+    if not verdict:
+        return Outcome(announce=f"Your note on this {target} is saved.")
+    return Outcome(announce=f"You marked this {target} {Verdict(verdict).label.lower()}.")

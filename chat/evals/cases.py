@@ -7,6 +7,7 @@ and deletion, and travels as one JSON line (`records`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ from django.db import transaction
 
 from chat import agent, transcripts
 from chat.agent import decisions
+from chat.agent.titles import clean_title
 from chat.models import (
     NO_TOOL,
     Annotation,
@@ -30,6 +32,7 @@ from chat.models import (
     ToolCallStatus,
     Verdict,
 )
+from chat.transcripts import inline
 from chat.transcripts.limits import NOTE_CHARS, JsonRefused, storable
 
 TITLE_CHARS = 80
@@ -196,20 +199,58 @@ def fixtures(conversation: Conversation) -> list[dict[str, Any]]:
 
 
 def request_messages(conversation: Conversation, rows: Iterable[Message]) -> list[dict[str, Any]]:
-    """The history as a request sends it: system prompts and pre-messages first."""
+    """The history as a request sends it: system prompts and pre-messages first; a message's
+    files as stored values (`inline.case_message`), their bytes kept once in storage."""
     parameters = conversation.agent_parameters()
     request = agent.DebugRunRequest(
         parameters=parameters, history=tuple(transcripts.to_chat_messages(rows)), user_message=None
     )
-    return [message.to_openai() for message in request.messages()]
+    return [inline.case_message(message) for message in request.messages()]
+
+
+_DIRECTIVE = re.compile(r"\[\[.*?(?:\]\]|\Z)", re.S)
+"""A scripting directive written into a message for a scripted model (`[[call name {...}]]`,
+unclosed: to the end): not part of the question."""
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|[nrt\"'\\/])")
+_SPACES = {"n", "r", "t"}
+AFTER_TOOL = "after a tool result"
+WHY_NO_TOOL = (
+    "This moment follows a tool result, and the reply after it answered from that result "
+    "without calling another tool: so the case expects no tool call."
+)
+
+
+def _unescape(match: re.Match[str]) -> str:
+    code = match.group(1)
+    if code in _SPACES:
+        return " "
+    return chr(int(code[1:], 16)) if len(code) == 5 else code
+
+
+def question_title(text: str) -> str:
+    """A message read as a title: scripting directives and backslash escapes (`\\"`, `\\n`)
+    gone, on one line, then cleaned as a model's title is (`clean_title`: wrapping quotes,
+    Markdown, a trailing period; cut at a word). Empty when nothing is left."""
+    line = " ".join(_ESCAPE.sub(_unescape, _DIRECTIVE.sub(" ", text)).split())
+    return clean_title(line) or ""
 
 
 def default_title(rows: list[Message]) -> str:
+    """A case's title from its moment: the question asked (`question_title`), noting a moment
+    after a tool result."""
     question = next((r for r in reversed(rows) if r.role == Message.Role.USER), None)
-    text = " ".join((question.content or "").split()) if question else "A conversation"
+    text = question_title(question.content or "") if question else ""
+    text = text or "A conversation"
     if rows and rows[-1].role == Message.Role.TOOL:
-        text += " (after a tool result)"
+        text += f" ({AFTER_TOOL})"
     return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+def why_expected(last_role: str, expected: dict[str, Any]) -> str:
+    """Why a case expects what it does when that is not plain: at a tool message (`last_role`,
+    the role of the moment's last message), no tool call means the reply answered from the
+    result (`WHY_NO_TOOL`); else empty."""
+    return WHY_NO_TOOL if last_role == Message.Role.TOOL and expected == NO_TOOL else ""
 
 
 def set_name_of(name: str) -> str:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 
 from chat.evals import cases, replay
+from chat.evals.outcomes import Attempts
 from chat.models import Case, CaseSet, Comparison, EvalResult, EvalRun, Message, ResultVerdict
 from chat.runs import RunRefused
 
@@ -139,12 +140,14 @@ class Tally:
         return f"{100 * self.passed / self.done:.0f}%" if self.done else "—"
 
 
-@dataclass(frozen=True)
-class Column:
-    """One target of a comparison: its evaluation, numbered as it was chosen."""
+@dataclass
+class Column(Attempts):
+    """One target of a comparison: its evaluation, numbered as it was chosen, and its
+    attempts so far (their mean latency and tokens, `Attempts`)."""
 
     number: int
     eval_run: EvalRun
+    attempts: list[EvalResult] = field(default_factory=list)
 
     @property
     def tally(self) -> Tally:
@@ -211,6 +214,24 @@ def decision_key(result: EvalResult) -> str | None:
     return json.dumps(result.got, sort_keys=True, ensure_ascii=False)
 
 
+def with_answers(results: Sequence[EvalResult]) -> None:
+    """Each result's final answer as shown: the one it stored (a replay that went on to it),
+    else the text its run's last reply turn wrote (a first decision without a tool call is
+    the answer). Set on the objects shown, never saved."""
+    runs = [result.run_id for result in results if not result.answer and result.run_id]
+    if not runs:
+        return
+    texts: dict[int, str] = {}
+    turns = Message.objects.filter(
+        run_id__in=runs, role=Message.Role.ASSISTANT, version__isnull=True
+    ).order_by("run_id", "index")
+    for run_id, content in turns.values_list("run_id", "content"):
+        texts[run_id] = content or ""
+    for result in results:
+        if not result.answer and result.run_id:
+            result.answer = texts.get(result.run_id, "")
+
+
 def row_key(case_id: int | None, result: EvalResult | None) -> str:
     return f"c{case_id}" if case_id is not None else f"r{result.pk if result else 0}"
 
@@ -223,6 +244,7 @@ def matrix(comparison: Comparison) -> Matrix:
     columns = [Column(number, run) for number, run in enumerate(eval_runs, start=1)]
     planned = covered_cases(eval_runs[0]) if eval_runs else None
     results = EvalResult.objects.filter(eval_run__in=eval_runs).select_related("run")
+    by_run = {column.eval_run.pk: column for column in columns}
     by_row: dict[str, dict[int, list[EvalResult]]] = {}
     titles: dict[str, tuple[str, str]] = {}
     if planned is not None:
@@ -231,12 +253,15 @@ def matrix(comparison: Comparison) -> Matrix:
             by_row[key] = {}
             titles[key] = (case.title, case.expected_text)
     orphans: dict[str, str] = {}
-    for result in results.order_by("case_id", "case_title", "attempt", "pk"):
+    found = list(results.order_by("case_id", "case_title", "attempt", "pk"))
+    with_answers(found)
+    for result in found:
         key = row_key(result.case_id, result)
         if result.case_id is None:
             # A case deleted since: its results share a row by title.
             key = orphans.setdefault(result.case_title, key)
         by_row.setdefault(key, {}).setdefault(result.eval_run_id, []).append(result)
+        by_run[result.eval_run_id].attempts.append(result)
         titles.setdefault(key, (result.case_title, result.expected_text))
     rows = []
     for key, per_run in by_row.items():

@@ -12,7 +12,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 from django.db.models import Case as Pick
-from django.db.models import F, Q, QuerySet, Value, When, Window
+from django.db.models import F, Max, Q, QuerySet, Value, When, Window
 from django.db.models.functions import Lower, RowNumber
 
 from chat import access
@@ -292,6 +292,20 @@ class CompareForm(EvalForm):
         if self.conversation is None and not data.get("case_set"):
             self.add_error("case_set", "Choose a case set.")
         return data
+
+
+def remembered_case_set(user: Any) -> int | None:
+    """The case set the Compare form starts with: the only one there is, else the one `user`
+    last replayed (an evaluation or a comparison of theirs); None when neither. One query."""
+    mine = Q(eval_runs__started_by=user) if getattr(user, "is_authenticated", False) else Q(pk=None)
+    found = list(
+        CaseSet.objects.annotate(used=Max("eval_runs__started_at", filter=mine))
+        .order_by(F("used").desc(nulls_last=True), "pk")
+        .values_list("pk", "used")[:2]
+    )
+    if len(found) == 1 or (found and found[0][1] is not None):
+        return int(found[0][0])
+    return None
 
 
 def agent_comparison(user: Any, agent: Agent) -> tuple[dict[str, Any], list[str]]:

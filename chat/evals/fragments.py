@@ -16,7 +16,7 @@ from channels.db import database_sync_to_async
 from django.template.loader import render_to_string
 
 from chat.evals import compare
-from chat.evals.tables import slot_of, table
+from chat.evals.tables import row_key, table
 from chat.fragments import broadcast, ended_text
 from chat.models import Comparison, EvalResult, EvalRun
 
@@ -48,8 +48,8 @@ def finished_text(eval_run: EvalRun) -> str:
 
 
 def run_fragments(eval_run: EvalRun, result: EvalResult | None = None) -> list[str]:
-    """An evaluation's progress and its new row; without `result`, every row (the catch-up of a
-    socket, the end); once it has ended, also its end (no Stop, the announcement).
+    """An evaluation's progress and the row of `result`'s case; without it, every row (the
+    catch-up of a socket, the end); once it has ended, also its end (no Stop, the announcement).
 
     Table parts go in frames of their own: htmx parses a frame as a template, where a `<tr>`
     after a `<div>` would be dropped.
@@ -61,10 +61,14 @@ def run_fragments(eval_run: EvalRun, result: EvalResult | None = None) -> list[s
         page += render(RUN_TEMPLATE, "announce", {**context, "announce": finished_text(eval_run)})
         if eval_run.publishes:
             page += render(RUN_TEMPLATE, "publication", context)
-    if result is not None and result.case_id is not None and compare.covered_cases(eval_run):
-        rows = render(RUN_TEMPLATE, "result-row", {**context, "slot": slot_of(result)})
+    shown = table(eval_run)
+    row = None
+    if result is not None and result.case_id is not None and shown.planned:
+        row = shown.row(row_key(result))
+    if row is not None:
+        rows = render(RUN_TEMPLATE, "case-group", {**context, "row": row})
     else:
-        rows = render(RUN_TEMPLATE, "results-body", {**context, "table": table(eval_run)})
+        rows = render(RUN_TEMPLATE, "results-body", {**context, "table": shown})
     return [rows, page]
 
 

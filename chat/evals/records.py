@@ -1,5 +1,7 @@
 """Cases as JSON Lines: `cases export` writes a record per case, `cases import` reads them
-back, all or none, through the same gate and message reader as an imported transcript."""
+back, all or none, through the same gate and message reader as an imported transcript. A user
+message's files travel inline (`attachments` with base64 `data`, or an openai line's content
+parts) and come back through the file gate."""
 
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ from pydantic import (
 from chat.agent import decisions, history
 from chat.agent.contracts import AgentParameters
 from chat.models import Case, CaseSource
+from chat.transcripts import inline
+from chat.transcripts.files import Admitted
 from chat.transcripts.limits import (
     NOTE_CHARS,
     PARTS,
@@ -103,6 +107,10 @@ class CaseRecord(BaseModel):
             raise ValueError(f"source is one of {', '.join(CaseSource.values)}")
         return value
 
+    def admitted(self) -> list[Admitted]:
+        """The files its messages carry, as the gate admitted them on import."""
+        return inline.admitted_of([[*m.attachments, *m.parts] for m in self.messages])
+
     @model_validator(mode="after")
     def _preamble_before_the_moment(self) -> CaseRecord:
         if self.preamble is not None and self.preamble >= len(self.messages):
@@ -114,11 +122,15 @@ class CaseRecord(BaseModel):
 
 
 def record(case: Case) -> dict[str, Any]:
-    """A stored case as its JSON line says it, as stored: an export never refuses a case."""
+    """A stored case as its JSON line says it, as stored, each file's bytes inline (read now):
+    an export never refuses a case."""
     return {
         "set": case.case_set.name,
         "title": case.title,
-        "messages": case.messages,
+        "messages": [
+            inline.with_data(m) if isinstance(m, dict) and "attachments" in m else m
+            for m in case.messages
+        ],
         "preamble": case.preamble,
         "tools": case.tools,
         "parameters": case.parameters,
@@ -179,14 +191,15 @@ def read_lines(lines: Iterable[str], *, set_name: str | None = None) -> Read:
 
 
 def store(values: Iterable[CaseRecord], *, user: Any = None) -> list[Case]:
-    """The records as imported cases, in one transaction."""
+    """The records as imported cases, and their files, in one transaction."""
     made_by = user if getattr(user, "is_authenticated", False) else None
+    values = list(values)
     with transaction.atomic():
-        return [
+        created = [
             Case.objects.create(
                 case_set=case_set_named(value.set, user=user),
                 title=value.title,
-                messages=[message.value().to_openai() for message in value.messages],
+                messages=[inline.case_message(message.value()) for message in value.messages],
                 preamble=value.preamble,
                 tools=value.tools,
                 parameters=value.parameters,
@@ -198,6 +211,8 @@ def store(values: Iterable[CaseRecord], *, user: Any = None) -> list[Case]:
             )
             for value in values
         ]
+        inline.store(found for value in values for found in value.admitted())
+    return created
 
 
 @dataclass

@@ -44,6 +44,7 @@ from chat.models import (
     RunStatus,
 )
 from chat.runs import Endpoint, RunRefused, build_client, endpoint, execute_run, liveness, tasks
+from chat.transcripts import attachments as stored_files
 
 logger = logging.getLogger(__name__)
 
@@ -261,6 +262,7 @@ def _prepare(
             {"parameters": parameters, "history": history, "user_message": None},
             context={"registry": registry},
         )
+        request = stored_files.request_with_contents(request)
     except ValueError as exc:
         raise RunRefused(f"The case cannot be replayed: {validation_text(exc)}") from None
     with transaction.atomic():

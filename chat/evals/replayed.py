@@ -52,7 +52,8 @@ class _History(BaseModel):
 
 def case_history(case: Case) -> tuple[agent.ChatMessage, ...]:
     """A case's messages, read by the one reader a transcript's go through
-    (`chat.transcripts.messages`): text parts joined with a blank line, any other part refused.
+    (`chat.transcripts.messages`): text parts joined with a blank line, any other part refused,
+    a user message's files as the stored values it names (the replay loads their contents).
     RunRefused with the reader's line for a case stored before that reader refused it."""
     try:
         read = _History.model_validate({"messages": case.messages})

@@ -162,6 +162,11 @@ class Saving:
         return decisions.summary(self.stored)
 
     @property
+    def why(self) -> str:
+        """Why what the reply did is what it is, when that needs saying (`cases.why_expected`)."""
+        return cases.why_expected(self.rows[-1].role if self.rows else "", self.stored)
+
+    @property
     def followed_text(self) -> str:
         return decisions.summary(self.followed) if self.followed is not None else ""
 

@@ -28,7 +28,7 @@ from chat import access
 from chat.access import AgentAction
 from chat.agent import decisions
 from chat.evals import cases, compare, lifecycle, replay, tables
-from chat.evals.forms import CompareForm, RunForm, agent_comparison
+from chat.evals.forms import CompareForm, RunForm, agent_comparison, remembered_case_set
 from chat.models import Case, CaseSet, Comparison, Conversation, EvalRun
 from chat.runs import RunRefused, tasks
 
@@ -218,6 +218,8 @@ def _compare_page(
         chosen = request.GET.get("set", "")
         if chosen.isdigit():
             initial["case_set"] = chosen
+        elif "case_set" not in initial:
+            initial["case_set"] = remembered_case_set(request.user)
         form = CompareForm(user=request.user, conversation=conversation, initial=initial)
     comparisons = Comparison.objects.select_related("created_by")[:RECENT]
     context = {"form": form, "conversation": conversation, "comparisons": comparisons}

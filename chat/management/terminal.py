@@ -8,7 +8,7 @@ import argparse
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from typing import IO, Any
@@ -69,16 +69,26 @@ def open_file(path: str, mode: str = "w") -> IO[Any]:
 
 
 @contextmanager
-def lines_to(path: str | None, stdout: OutputWrapper) -> Iterator[Callable[[str], None]]:
+def lines_to(
+    path: str | None, stdout: OutputWrapper
+) -> Iterator[Callable[[str | Iterable[str]], None]]:
     """Write lines on stdout, or to the file at `path`, opened before the first line (a path
-    that cannot be written is refused before any work) and closed at the end."""
+    that cannot be written is refused before any work) and closed at the end. A line may come
+    in pieces, written as they come."""
     if not path:
-        yield stdout.write
+
+        def write_out(line: str | Iterable[str]) -> None:
+            for piece in [line] if isinstance(line, str) else line:
+                stdout.write(piece, ending="")
+            stdout.write("\n", ending="")
+
+        yield write_out
         return
     with open_file(path, "w") as output:
 
-        def write(line: str) -> None:
-            output.write(line + "\n")
+        def write(line: str | Iterable[str]) -> None:
+            output.writelines([line] if isinstance(line, str) else line)
+            output.write("\n")
 
         yield write
 
@@ -286,6 +296,7 @@ def run_to_end(
     client: ChatClient | None = None,
     printer: RunPrinter | None = None,
     version_from: int | None = None,
+    attachments: Sequence[agent.Attachment] = (),
 ) -> Run:
     """Start a run the way the web does and wait for its end; CommandError when refused.
 
@@ -301,6 +312,7 @@ def run_to_end(
                 client=client,
                 listeners=[printer] if printer is not None else [],
                 version_from=version_from,
+                attachments=attachments,
             )
         except runs.RunRefused as exc:
             if client is not None:

@@ -28,12 +28,12 @@ _ORDERED = [
         # A user's conversations newest first: a search walks them and stops at a page's end.
         "CREATE INDEX chat_conversation_owner_recent "
         "ON chat_conversation (owner_id, updated_at DESC, id DESC)",
-        "DROP INDEX chat_conversation_owner_recent",
+        "DROP INDEX IF EXISTS chat_conversation_owner_recent",
     ),
     (
         # Messages newest first, the admin's order: its list reads a page, not the table.
         "CREATE INDEX chat_message_recent ON chat_message (created_at DESC, id DESC)",
-        "DROP INDEX chat_message_recent",
+        "DROP INDEX IF EXISTS chat_message_recent",
     ),
 ]
 
@@ -62,20 +62,26 @@ POSTGRES = [
 
 _TOKENIZE = "tokenize='unicode61 remove_diacritics 0'"
 _SOURCE = "chat_message_search_source"
-_FTS_MESSAGE = "chat_message_fts"
-_FTS_TITLE = "chat_conversation_fts"
+FTS_MESSAGE = "chat_message_fts"
+FTS_TITLE = "chat_conversation_fts"
 _ADD_MESSAGE = (
-    f"INSERT INTO {_FTS_MESSAGE}(rowid, text, tools) "
+    f"INSERT INTO {FTS_MESSAGE}(rowid, text, tools) "
     f"SELECT id, text, tools FROM {_SOURCE} WHERE id = new.id;"
 )
 _DROP_MESSAGE = (
-    f"INSERT INTO {_FTS_MESSAGE}({_FTS_MESSAGE}, rowid, text, tools) "
+    f"INSERT INTO {FTS_MESSAGE}({FTS_MESSAGE}, rowid, text, tools) "
     f"SELECT 'delete', id, text, tools FROM {_SOURCE} WHERE id = old.id;"
 )
-_ADD_TITLE = f"INSERT INTO {_FTS_TITLE}(rowid, title) VALUES (new.id, new.title);"
+_ADD_TITLE = f"INSERT INTO {FTS_TITLE}(rowid, title) VALUES (new.id, new.title);"
 _DROP_TITLE = (
-    f"INSERT INTO {_FTS_TITLE}({_FTS_TITLE}, rowid, title) VALUES ('delete', old.id, old.title);"
+    f"INSERT INTO {FTS_TITLE}({FTS_TITLE}, rowid, title) VALUES ('delete', old.id, old.title);"
 )
+
+REBUILD = [
+    f"INSERT INTO {FTS_MESSAGE}({FTS_MESSAGE}) VALUES ('rebuild')",
+    f"INSERT INTO {FTS_TITLE}({FTS_TITLE}) VALUES ('rebuild')",
+]
+"""Index every row again (the tables' FTS5 'rebuild' command)."""
 
 SQLITE = [
     (
@@ -88,56 +94,55 @@ SQLITE = [
         "WHERE n + 1 < json_array_length(tool_calls)) SELECT group_concat("
         "json_extract(tool_calls, '$[' || n || '].function.name'), ' ') FROM call"
         ") END AS tools FROM chat_message",
-        f"DROP VIEW {_SOURCE}",
+        f"DROP VIEW IF EXISTS {_SOURCE}",
     ),
     (
-        f"CREATE VIRTUAL TABLE {_FTS_MESSAGE} USING fts5(text, tools, content='{_SOURCE}', "
+        f"CREATE VIRTUAL TABLE {FTS_MESSAGE} USING fts5(text, tools, content='{_SOURCE}', "
         f"content_rowid='id', {_TOKENIZE})",
-        f"DROP TABLE {_FTS_MESSAGE}",
+        f"DROP TABLE {FTS_MESSAGE}",
     ),
     (
         f"CREATE TRIGGER chat_message_search_insert AFTER INSERT ON chat_message "
         f"BEGIN {_ADD_MESSAGE} END",
-        "DROP TRIGGER chat_message_search_insert",
+        "DROP TRIGGER IF EXISTS chat_message_search_insert",
     ),
     (
         f"CREATE TRIGGER chat_message_search_delete BEFORE DELETE ON chat_message "
         f"BEGIN {_DROP_MESSAGE} END",
-        "DROP TRIGGER chat_message_search_delete",
+        "DROP TRIGGER IF EXISTS chat_message_search_delete",
     ),
     (
         f"CREATE TRIGGER chat_message_search_before_update BEFORE UPDATE OF content, tool_calls "
         f"ON chat_message BEGIN {_DROP_MESSAGE} END",
-        "DROP TRIGGER chat_message_search_before_update",
+        "DROP TRIGGER IF EXISTS chat_message_search_before_update",
     ),
     (
         f"CREATE TRIGGER chat_message_search_after_update AFTER UPDATE OF content, tool_calls "
         f"ON chat_message BEGIN {_ADD_MESSAGE} END",
-        "DROP TRIGGER chat_message_search_after_update",
+        "DROP TRIGGER IF EXISTS chat_message_search_after_update",
     ),
     (
-        f"CREATE VIRTUAL TABLE {_FTS_TITLE} USING fts5(title, content='chat_conversation', "
+        f"CREATE VIRTUAL TABLE {FTS_TITLE} USING fts5(title, content='chat_conversation', "
         f"content_rowid='id', {_TOKENIZE})",
-        f"DROP TABLE {_FTS_TITLE}",
+        f"DROP TABLE {FTS_TITLE}",
     ),
     (
         f"CREATE TRIGGER chat_conversation_search_insert AFTER INSERT ON chat_conversation "
         f"BEGIN {_ADD_TITLE} END",
-        "DROP TRIGGER chat_conversation_search_insert",
+        "DROP TRIGGER IF EXISTS chat_conversation_search_insert",
     ),
     (
         f"CREATE TRIGGER chat_conversation_search_delete AFTER DELETE ON chat_conversation "
         f"BEGIN {_DROP_TITLE} END",
-        "DROP TRIGGER chat_conversation_search_delete",
+        "DROP TRIGGER IF EXISTS chat_conversation_search_delete",
     ),
     (
         f"CREATE TRIGGER chat_conversation_search_update AFTER UPDATE OF title "
         f"ON chat_conversation BEGIN {_DROP_TITLE} {_ADD_TITLE} END",
-        "DROP TRIGGER chat_conversation_search_update",
+        "DROP TRIGGER IF EXISTS chat_conversation_search_update",
     ),
     *_ORDERED,
-    (f"INSERT INTO {_FTS_MESSAGE}({_FTS_MESSAGE}) VALUES ('rebuild')", ""),
-    (f"INSERT INTO {_FTS_TITLE}({_FTS_TITLE}) VALUES ('rebuild')", ""),
+    *((sql, "") for sql in REBUILD),
 ]
 
 STATEMENTS = {"postgresql": POSTGRES, "sqlite": SQLITE}

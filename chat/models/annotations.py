@@ -110,8 +110,8 @@ class AnnotationQuerySet(models.QuerySet["Annotation"]):
 
 class Annotation(models.Model):
     """A team member's Good or Bad on a reply (its run) or on one of its tool calls, with a
-    note and, for a tool call, the call they expected. One per author and target: marking
-    again updates it."""
+    note and, for a tool call, the call they expected. The verdict is empty for a note saved
+    without a mark. One per author and target: marking again updates it."""
 
     author = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="annotations"
@@ -165,7 +165,7 @@ class Annotation(models.Model):
 
     def __str__(self) -> str:
         target = f"tool call {self.tool_call_id}" if self.tool_call_id else f"run {self.run_id}"
-        return f"{self.get_verdict_display()} on {target}"
+        return f"{self.get_verdict_display() or 'Note'} on {target}"
 
     def clean(self) -> None:
         if (

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Count, Exists, OuterRef, Prefetch, Subquery, Sum
+from django.db.models import Count, Exists, OuterRef, Prefetch, Q, Subquery, Sum
 from django.db.models.functions import Coalesce
 
 from chat.agent.contracts import AgentParameters
@@ -40,6 +40,15 @@ class ConversationQuerySet(models.QuerySet["Conversation"]):
         """Conversations people had: not the replays an evaluation made (those are reached from
         their evaluation's results)."""
         return self.filter(purpose=Purpose.CHAT)
+
+    def begun(self) -> ConversationQuerySet:
+        """Those that have begun: what the owner's list and search show. A conversation made by
+        "New conversation" comes into them with its first message, which gives it its title in
+        the same transaction; one without a title (older data, an import without a user
+        message) counts once it has a message. The title is a column of the row the list reads
+        anyway; the EXISTS, on the messages' conversation index, runs for untitled rows only."""
+        has_message = Exists(Message.objects.filter(conversation=OuterRef("pk")))
+        return self.filter(Q(title__gt="") | Q(has_message))
 
     # Who may do what is `chat.access`'s rule (imported here late: it imports the models).
 
@@ -165,6 +174,21 @@ class Conversation(models.Model):
         help_text="Tools its owner chose to always allow here: they run without asking "
         "(unless their policy is never).",
     )
+    pinned_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Pinned by its owner: on top of their list, latest pin first.",
+    )
+    archived_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Archived by its owner: out of their list and the default search.",
+    )
+    seen_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When its owner last opened it: a run that ends later is news to them.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
 
@@ -264,6 +288,12 @@ class Message(models.Model):
         default=list, blank=True, help_text="OpenAI shape, on assistant messages."
     )
     tool_call_id = models.CharField(max_length=200, blank=True)
+    attachments = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="Files sent with a user message: name, content type, size, sha256, kind "
+        "(image, text, pdf), pages. The bytes are in storage under attachments/ by sha256.",
+    )
     version = models.ForeignKey(
         Version,
         null=True,

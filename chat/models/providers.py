@@ -64,6 +64,13 @@ class ProviderProfile(models.Model):
     parallel_tool_calls = models.BooleanField(
         default=True, help_text="Send parallel_tool_calls with the tools."
     )
+    accepts_images = models.BooleanField(
+        null=True,
+        blank=True,
+        verbose_name="takes images",
+        help_text="Whether the model takes images (image_url parts); check_provider probes it. "
+        "Unknown: images are sent and the provider decides.",
+    )
     available_to_everyone = models.BooleanField(
         default=False,
         help_text='Every user may choose it; otherwise only users with the permission "Can use '

@@ -128,10 +128,11 @@ def store(
     shorter than the body whole; returns that base, else None (an unsaved base is the caller's
     to link once it has a key)."""
     store_whole(call, body, sha256)
+    whole = call.request_delta
     chosen: ModelCall | None = None
     for base in bases:
-        text = delta_text(base.request, body, call.request_delta)
-        if text is not None:
+        text = delta_text(base.request, body, whole)
+        if text is not None and len(text) < len(call.request_delta):
             call.request_delta, chosen = text, base
     if chosen is not None and chosen.pk is not None:
         call.request_base = chosen
@@ -140,12 +141,17 @@ def store(
 
 def delta_text(base: Any, body: Any, whole: str) -> str | None:
     """`body` as the JSON text of its delta from `base`, when that is shorter than `whole` (the
-    body's own text); else None."""
+    body's own text) and rebuilds it exactly as read back; else None.
+
+    The check at write time keeps a body whole rather than storing a delta that the sha256
+    check would refuse on every read."""
     change = delta(base, body)
     if change is None:
         return None
     text = _encoded(change)
-    return text if len(text) < len(whole) else None
+    if len(text) >= len(whole) or _encoded(apply(base, json.loads(text))) != whole:
+        return None
+    return text
 
 
 def body_of(call: ModelCall) -> Any:

@@ -108,6 +108,8 @@ class Run(Measured):
 
     class Meta:
         ordering = ["started_at", "id"]
+        # The Usage page reads a period's runs by when they started.
+        indexes = [models.Index(fields=["started_at"], name="chat_run_started_at")]
         constraints = [
             models.UniqueConstraint(
                 fields=["conversation"],

@@ -22,7 +22,14 @@ from .lifecycle import (
     start_run,
 )
 from .liveness import INTERRUPTED, interrupt, recover_interrupted_runs, wind_up_all
-from .providers import Endpoint, build_client, conversation_endpoint, endpoint
+from .providers import (
+    Endpoint,
+    build_client,
+    check_images,
+    conversation_endpoint,
+    endpoint,
+    images_refused,
+)
 from .scheduling import START_FIRST, StartFirst
 
 __all__ = [
@@ -34,11 +41,13 @@ __all__ = [
     "StartFirst",
     "build_client",
     "cancel_run",
+    "check_images",
     "check_message",
     "conversation_endpoint",
     "default_parameters",
     "endpoint",
     "execute_run",
+    "images_refused",
     "interrupt",
     "recover_interrupted_runs",
     "request_cancel",

@@ -28,11 +28,12 @@ from chat.agent.http import READ_PACING
 from chat.agent.runtime import DebugRuntime
 from chat.fragments import RunPublisher
 from chat.models import Conversation, Message, Purpose, Run, RunStatus, title_from
+from chat.transcripts import attachments as stored_files
 from chat.transcripts import versions
 
 from . import approvals, control, leases, liveness, mcp, tasks, titles
 from .exceptions import RunRefused
-from .providers import Endpoint, build_client, endpoint, profile_for_run
+from .providers import Endpoint, build_client, check_images, endpoint, profile_for_run
 from .recorder import Recorder
 from .scheduling import START_FIRST
 
@@ -74,6 +75,7 @@ async def start_run(
     listeners: Sequence[Listener] = (),
     sender: str | None = None,
     version_from: int | None = None,
+    attachments: Sequence[agent.Attachment] = (),
 ) -> RunHandle:
     """Validate, store the user message and a new Run, and start the run as its own task.
 
@@ -85,7 +87,8 @@ async def start_run(
 
     With `version_from`, the run makes a new version from that message index on (see
     `transcripts.versions`): `content` replaces the user message there (edit and resend), or
-    with `content=None` that message is sent again as it was (regenerate, retry).
+    with `content=None` that message is sent again as it was (regenerate, retry); either keeps
+    its files. `attachments` (stored values) are the files a new message carries.
     """
     # Asked here, not only by the callers: whoever starts a run, only who may write does.
     if refused := access.denied(user, access.Action.WRITE, conversation):
@@ -94,7 +97,7 @@ async def start_run(
         raise RunRefused(STOPPING)
     if content is not None:
         # Checked first: an oversized or empty message costs no client, lock or query.
-        check_message(content)
+        check_message(content, attachments)
     started = START_FIRST.enter()
     # Titles are asked of the endpoint the run talks to, so only when it is the conversation's
     # own: a client given by the caller (a terminal's --base-url, a test) may point elsewhere.
@@ -102,6 +105,8 @@ async def start_run(
     try:
         if client is None:
             target = endpoint(await profile_for_run(conversation, user))
+            model = conversation.agent_parameters().model
+            check_images(endpoint(target.profile, model=model), attachments)
             client = build_client(target)
         try:
             run, request, user_message, next_index = await sync_to_async(_create_run)(
@@ -110,6 +115,7 @@ async def start_run(
                 content=content,
                 client=client,
                 version_from=version_from,
+                attachments=tuple(attachments),
             )
         except RunRefused:
             await client.aclose()
@@ -141,10 +147,13 @@ async def start_run(
     return RunHandle(run=run, task=task)
 
 
-def check_message(content: str) -> None:
+def check_message(content: str, attachments: Sequence[agent.Attachment] = ()) -> None:
     """RunRefused saying why, when a user message cannot be sent (empty, too long)."""
     try:
-        agent.DebugRunRequest.model_validate({"user_message": content}, context=_message_limit())
+        agent.DebugRunRequest.model_validate(
+            {"user_message": content, "attachments": tuple(attachments)},
+            context=_message_limit(),
+        )
     except ValueError as exc:
         raise RunRefused(validation_text(exc, unnamed=["user_message"])) from None
 
@@ -166,6 +175,7 @@ def _create_run(
     content: str | None,
     client: ChatClient,
     version_from: int | None = None,
+    attachments: tuple[agent.Attachment, ...] = (),
 ) -> tuple[Run, agent.DebugRunRequest, Message | None, int]:
     """The new run (its conversation attached), the request to execute, the user message row,
     and the index the run's first reply takes."""
@@ -188,10 +198,12 @@ def _create_run(
                 data = {
                     "parameters": parameters,
                     "history": tuple(transcripts.to_chat_messages(rows)),
+                    "attachments": attachments if content is not None else (),
                     "user_message": content,
                 }
                 try:
-                    return rows, agent.DebugRunRequest.model_validate(data, context=limit)
+                    request = agent.DebugRunRequest.model_validate(data, context=limit)
+                    return rows, stored_files.request_with_contents(request)
                 except ValueError as exc:
                     raise RunRefused(validation_text(exc, unnamed=["user_message"])) from None
 
@@ -205,7 +217,9 @@ def _create_run(
                 reload = True  # the repair answered the run's dangling tool calls
             if version_from is not None:
                 active_rows = list(conversation.messages.active())
-                content = _new_version(conversation, active_rows, version_from, content)
+                content, attachments = _new_version(
+                    conversation, active_rows, version_from, content
+                )
             if reload:
                 rows, request = load()
             now = timezone.now()
@@ -226,13 +240,13 @@ def _create_run(
             if content is not None:
                 (user_message,) = transcripts.append_messages(
                     conversation,
-                    [agent.ChatMessage(role="user", content=content)],
+                    [agent.ChatMessage(role="user", content=content, attachments=attachments)],
                     run=run,
                     start=next_index,
                 )
                 next_index += 1
                 if not conversation.title and version_from is None:
-                    conversation.title = title_from(content)
+                    conversation.title = title_from(content or attachments[0].name)
             conversation.save(update_fields=["title", "updated_at"])
     except BaseException as exc:
         # Rolled back: the run's id was never committed (and SQLite may hand it out again).
@@ -245,16 +259,17 @@ def _create_run(
 
 def _new_version(
     conversation: Conversation, rows: list[Message], index: int, content: str | None
-) -> str | None:
-    """Archive the active path from `index` on; the user message the new version starts with."""
+) -> tuple[str | None, tuple[agent.Attachment, ...]]:
+    """Archive the active path from `index` on; the new version's user message and its files."""
     try:
         start = versions.start_of(rows, index, edit=content is not None)
     except versions.VersionRefused as exc:
         raise RunRefused(str(exc)) from None
     versions.archive_from(conversation, index)
+    kept = transcripts.to_chat_message(start).attachments if start.role == "user" else ()
     if content is None and start.role == Message.Role.USER:
-        return start.content or ""
-    return content
+        return start.content or "", kept
+    return content, kept if content is not None else ()
 
 
 async def execute_run(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, cast
@@ -19,7 +20,7 @@ from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce, NullIf
 
 from chat.agent.clients import ChatClient, OpenAICompatibleChatClient
-from chat.agent.messages import EmptyContent
+from chat.agent.messages import Attachment, EmptyContent
 from chat.agent.scripted import SCRIPTED_LABEL, SCRIPTED_MODEL, ScriptedChatClient
 from chat.agent.wire import WireFormat
 from chat.models import Conversation, McpServer, ProviderProfile
@@ -178,6 +179,14 @@ class Endpoint:
             return SCRIPTED_LABEL
         return self.model or "model not set"
 
+    @property
+    def takes_images(self) -> bool | None:
+        """Whether the model takes images, as its profile's probe found (None: not known). A
+        model other than the profile's is not known."""
+        if self.profile is None or self.model != self.profile.model:
+            return None
+        return self.profile.accepts_images
+
     def api_key(self) -> str | None:
         """The key from the variable this endpoint names; RunRefused when that variable is not
         allowed (a profile saved before the rule, or written straight into the database)."""
@@ -277,3 +286,19 @@ def known_keys() -> list[str]:
         for variable in [*(headers or {}).values(), *(env or {}).values()]:
             keys.add(read_mcp_variable(str(variable)))
     return [key for key in keys if key]
+
+
+def check_images(target: Endpoint, attachments: Sequence[Attachment]) -> None:
+    """RunRefused when the message sends images to a model known to take none."""
+    images = [a.name for a in attachments if a.kind == "image"]
+    if images and target.takes_images is False:
+        raise RunRefused(images_refused(target.label, images))
+
+
+def images_refused(model: str, names: Sequence[str]) -> str:
+    """The line for images sent to a model that takes none (the composer shows it too)."""
+    shown = ", ".join(names[:3]) + (" …" if len(names) > 3 else "")
+    return (
+        f"The model {model} takes no images (check_provider found so): remove {shown} or "
+        "choose another model in Agent settings."
+    )

@@ -40,6 +40,7 @@ from chat.models import (
     ToolCallStatus,
 )
 from chat.resumed import ResumedPublisher
+from chat.transcripts import attachments as stored_files
 
 from . import approvals, leases, liveness
 from .exceptions import RunRefused
@@ -147,6 +148,7 @@ def resumption(run: Run) -> Resumption:
         },
         context={"resuming": True},
     )
+    request = stored_files.request_with_contents(request)
     return Resumption(run, request, step, next_index, draft, round_message, calls)
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -233,6 +236,10 @@ def validate_request(
             pending.remove(call_id)
         if not isinstance(message.get("content"), str | list):
             return f"{where}.content must be a string"
+        if isinstance(message["content"], list):
+            problem = check_content_parts(where, role, message["content"])
+            if problem:
+                return problem
     if pending:
         return f"tool_call_ids did not have response messages: {', '.join(pending)}"
     return None
@@ -265,4 +272,72 @@ def _check_tool_calls(
         return f"{where}.content: an empty string is not allowed"
     if content is not None and not isinstance(content, str | list):
         return f"{where}.content must be a string or null"
+    return None
+
+
+_PART_TYPES: dict[str, tuple[str, ...]] = {
+    "system": ("text",),
+    "user": ("text", "image_url", "input_audio", "file"),
+    "assistant": ("text", "refusal"),
+    "tool": ("text",),
+}
+_IMAGE_URL = re.compile(r"data:image/(png|jpeg|gif|webp);base64,([A-Za-z0-9+/]+={0,2})\Z")
+
+
+def check_content_parts(where: str, role: str, parts: list[Any]) -> str | None:
+    """A content-part array as OpenAI's request schema takes it: per role the part types it
+    allows, a text part's string, an image part's URL (https or a base64 data URL of an image
+    type the API reads) and detail."""
+    if not parts:
+        return f"{where}.content: [] is too short"
+    for index, part in enumerate(parts):
+        at = f"{where}.content[{index}]"
+        if not isinstance(part, dict):
+            return f"{at} must be an object"
+        kind = part.get("type")
+        if kind not in _PART_TYPES[role]:
+            return f"{at}.type: {kind!r} is not allowed in a {role} message"
+        extra = set(part) - {"type", kind}
+        if extra:
+            return f"{at}: unrecognized key(s) {sorted(extra)}"
+        if kind == "text" and not isinstance(part.get("text"), str):
+            return f"{at}.text must be a string"
+        if kind == "image_url":
+            image = part.get("image_url")
+            if not isinstance(image, dict) or not isinstance(image.get("url"), str):
+                return f"{at}.image_url.url must be a string"
+            if set(image) - {"url", "detail"} or image.get("detail", "auto") not in (
+                "auto",
+                "low",
+                "high",
+            ):
+                return f"{at}.image_url: only 'url' and 'detail' (auto, low, high) are allowed"
+            url = image["url"]
+            if not url.startswith("https://"):
+                match = _IMAGE_URL.match(url)
+                if match is None:
+                    return f"{at}.image_url.url: not an https URL or a base64 image data URL"
+                try:
+                    base64.b64decode(match.group(2), validate=True)
+                except binascii.Error:
+                    return f"{at}.image_url.url: the data URL's base64 does not decode"
+    return None
+
+
+def has_image(body: Any) -> bool:
+    """Whether a request body sends an image part (what a text-only model refuses)."""
+    for message in body.get("messages") or () if isinstance(body, dict) else ():
+        content = message.get("content") if isinstance(message, dict) else None
+        if isinstance(content, list) and any(
+            isinstance(p, dict) and p.get("type") == "image_url" for p in content
+        ):
+            return True
+    return False
+
+
+def text_only(body: Any) -> str | None:
+    """A `FakeOpenAIServer.checks` entry: a model that takes no images refuses one, as OpenAI's
+    text-only models do."""
+    if has_image(body):
+        return "Invalid content type. image_url is only supported by certain models."
     return None

@@ -115,6 +115,16 @@ def sqlite_site(env: Mapping[str, str] | None = None) -> Iterator[Site]:
 
 
 @contextmanager
+def beside_sqlite(site: Site, script: str) -> Iterator[dict[str, Site]]:
+    """`site` (PostgreSQL) and a fresh SQLite site, each filled by the same `manage.py shell`
+    script: the two backends compared on the same rows."""
+    with sqlite_site() as lite:
+        for each in (lite, site):
+            each.manage("shell", "-c", script)
+        yield {"sqlite": lite, "postgresql": site}
+
+
+@contextmanager
 def postgres_site(
     postgres: str, redis_url: str, env: Mapping[str, str] | None = None
 ) -> Iterator[Site]:

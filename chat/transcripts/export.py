@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 from typing import Any
@@ -12,9 +13,17 @@ from pydantic import BaseModel, ValidationError
 from chat import agent
 from chat.agent import history
 from chat.agent.contracts import validation_text
-from chat.models import Conversation, ConversationQuerySet, McpTool, Message, Run, Version
+from chat.models import (
+    Conversation,
+    ConversationQuerySet,
+    McpTool,
+    Message,
+    ModelCall,
+    Run,
+    Version,
+)
 
-from . import versions
+from . import attachments, inline, versions
 from .records import (
     ExportRefused,
     FullRecord,
@@ -107,12 +116,32 @@ def tool_definitions(names: Iterable[str]) -> list[dict[str, Any]]:
 
 def openai_record(conversation: Conversation, path: versions.Path | None = None) -> dict[str, Any]:
     """The conversation's active path, or `path`, as one strict-valid Chat Completions request:
-    messages and tools, and `purpose` (chat or eval) to drop before sending it.
+    messages and tools, and `purpose` (chat or eval) to drop before sending it. A user
+    message's files are its content parts as a request sends them (images as data URLs).
 
     `tools` is left out when no tool is enabled: strict endpoints reject an empty list. Raises
     ExportRefused when there is nothing to send or the stored history breaks the strict rules.
     A run in progress changes only the active path: archived versions still export.
     """
+    messages, record = _openai(conversation, path)
+    return {"messages": [_sent(message) for message in messages], **record}
+
+
+def openai_text(conversation: Conversation, path: versions.Path | None = None) -> Iterator[str]:
+    """`openai_record` as its JSON text in pieces, each message's files read as it is written.
+    Raises ExportRefused as `openai_record` does, before the first piece."""
+    messages, record = _openai(conversation, path)
+    return _pieces({"messages": (_sent(message) for message in messages), **record})
+
+
+def _sent(message: agent.ChatMessage) -> dict[str, Any]:
+    return attachments.with_contents([message])[0].to_openai()
+
+
+def _openai(
+    conversation: Conversation, path: versions.Path | None
+) -> tuple[list[agent.ChatMessage], dict[str, Any]]:
+    """The messages of an openai record (their files not read yet), and its other fields."""
     rows = active_rows(conversation) if path is None else path.messages
     if not rows:
         raise NothingToExport("no messages")
@@ -129,12 +158,12 @@ def openai_record(conversation: Conversation, path: versions.Path | None = None)
             f"the history breaks the strict rules ({len(violations)} violation(s), first: "
             f"{violations[0]}); run validate_transcripts --fix"
         )
-    record: dict[str, Any] = {"messages": [message.to_openai() for message in messages]}
+    record: dict[str, Any] = {}
     tools = tool_definitions(conversation.agent_parameters().enabled_tools)
     if tools:
         record["tools"] = tools
     record["purpose"] = conversation.purpose
-    return record
+    return messages, record
 
 
 def full_record(conversation: Conversation) -> dict[str, Any]:
@@ -142,6 +171,57 @@ def full_record(conversation: Conversation) -> dict[str, Any]:
 
     Messages come by path: the active one, then each version's in the order of `versions`.
     """
+    record = _without_model_calls(conversation)
+    record["messages"] = [inline.with_data(message) for message in record["messages"]]
+    for run, fields in zip(conversation.runs.all(), record["runs"], strict=True):
+        fields["model_calls"] = [_model_call(call) for call in run.model_calls.all()]
+    return record
+
+
+def full_text(conversation: Conversation) -> Iterator[str]:
+    """`full_record` as its JSON text (`json.dumps`, `ensure_ascii=False`) in pieces, each
+    model call encoded on its own, each message's files read as it is written: a conversation
+    of any length is written without its whole record (every request body, every raw stream,
+    every file) in memory at once."""
+    record = _without_model_calls(conversation)
+    record["messages"] = (inline.with_data(message) for message in record["messages"])
+    record["runs"] = (
+        {**fields, "model_calls": (_model_call(call) for call in run.model_calls.all())}
+        for run, fields in zip(conversation.runs.all(), record["runs"], strict=True)
+    )
+    return _pieces(record)
+
+
+def _pieces(value: Any) -> Iterator[str]:
+    """`json.dumps(value, ensure_ascii=False)` in pieces; a generator in `value` stands for a
+    list and is encoded an item at a time."""
+    if isinstance(value, dict):
+        yield "{"
+        for position, (key, item) in enumerate(value.items()):
+            yield (", " if position else "") + _encoded(key) + ": "
+            yield from _pieces(item)
+        yield "}"
+    elif isinstance(value, Iterator):
+        yield "["
+        for position, item in enumerate(value):
+            if position:
+                yield ", "
+            yield from _pieces(item)
+        yield "]"
+    else:
+        yield _encoded(value)
+
+
+def _encoded(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _model_call(call: ModelCall) -> dict[str, Any]:
+    return _record(ModelCallRecord, call).model_dump(mode="json")
+
+
+def _without_model_calls(conversation: Conversation) -> dict[str, Any]:
+    """The full record with every run's `model_calls` left out (the last field of a run)."""
     archived = list(conversation.versions.all())
     version_position = {version.pk: position for position, version in enumerate(archived)}
     messages = sorted(
@@ -190,7 +270,14 @@ def full_record(conversation: Conversation) -> dict[str, Any]:
             for repair in conversation.history_repairs.all()
         ],
     )
-    return record.model_dump(mode="json")
+    unread = {"data", "missing"}  # the caller's, a message at a time (`inline.with_data`)
+    return record.model_dump(
+        mode="json",
+        exclude={
+            "runs": {"__all__": {"model_calls"}},
+            "messages": {"__all__": {"attachments": {"__all__": unread}}},
+        },
+    )
 
 
 def _version_record(version: Version, positions: dict[int, int]) -> VersionRecord:
@@ -216,7 +303,7 @@ def _run_record(run: Run, message_place: dict[int | None, tuple[int | None, int]
         run,
         created_by=run.created_by.get_username() if run.created_by else None,
         tool_calls=tool_calls,
-        model_calls=[_record(ModelCallRecord, call) for call in run.model_calls.all()],
+        model_calls=[],  # the caller's, a call at a time
     )
 
 
@@ -233,20 +320,21 @@ def _record[R: BaseModel](kind: type[R], row: Model, **references: Any) -> R:
 
 def records(
     conversations: Iterable[Conversation], *, full: bool, all_versions: bool = False
-) -> Iterator[tuple[Conversation, Version | None, dict[str, Any] | ExportRefused]]:
-    """Each conversation with its record, or why it has none (openai format only).
+) -> Iterator[tuple[Conversation, Version | None, dict[str, Any] | Iterator[str] | ExportRefused]]:
+    """Each conversation with its record, or why it has none (openai format only). A full
+    record comes as its JSON text in pieces (`full_text`).
 
     With `all_versions` (openai format), a record for every path: the active one (version
     None) first, then each archived version's, as `versions.paths` orders them.
     """
     for conversation in conversations:
         if full:
-            yield conversation, None, full_record(conversation)
+            yield conversation, None, full_text(conversation)
             continue
         paths = versions.paths(conversation) if all_versions else [None]
         for path in paths:
             try:
-                record: dict[str, Any] | ExportRefused = openai_record(conversation, path)
+                record: Iterator[str] | ExportRefused = openai_text(conversation, path)
             except ExportRefused as exc:
                 record = exc
             yield conversation, path.version if path else None, record

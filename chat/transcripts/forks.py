@@ -28,7 +28,15 @@ MAX_TOOL_RESULT_CHARS = 100_000
 FAILED_BY_USER = "marked failed by the user"
 EDITED_MARK = "Result edited by the user in this fork."
 FAILED_MARK = "(marked failed by the user in this fork)"
-COPIED_FIELDS = ("index", "role", "content", "reasoning", "tool_calls", "tool_call_id")
+COPIED_FIELDS = (
+    "index",
+    "role",
+    "content",
+    "reasoning",
+    "tool_calls",
+    "tool_call_id",
+    "attachments",
+)
 FORK_MARK = " (fork)"
 
 

@@ -25,7 +25,7 @@ from chat.models import (
 )
 from chat.models.mcp import known_tool_names
 
-from . import versions
+from . import inline, versions
 from .model_calls import create_chained
 from .records import FullRecord, ImportRefused, NoOwner, OpenAIRecord
 from .rows import append_messages, create_as_recorded, to_chat_messages
@@ -69,13 +69,21 @@ def _import_openai(record: OpenAIRecord, *, user: User) -> tuple[Conversation, l
         system_prompts=tuple(prompts),
         enabled_tools=tuple(known),
     )
-    first_user = next((value.content for value in values if value.role == "user"), None)
+    first = next((value for value in values if value.role == "user"), None)
     with transaction.atomic():
-        conversation = Conversation(owner=user, title=title_from(first_user or ""))
+        conversation = Conversation(owner=user, title=title_from(_said(first)))
         conversation.set_agent_parameters(parameters)
         conversation.save()
         append_messages(conversation, values)
+        inline.store(record.admitted())
     return conversation, warnings
+
+
+def _said(message: agent.ChatMessage | None) -> str:
+    """What a title is made of: the text, else the first file's name."""
+    if message is None:
+        return ""
+    return message.content or (message.attachments[0].name if message.attachments else "")
 
 
 def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation, list[str]]:
@@ -130,7 +138,8 @@ def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation
                     conversation=conversation,
                     run=runs[message.run] if message.run is not None else None,
                     version=archived[message.version] if message.version is not None else None,
-                    **message.model_dump(exclude={"run", "version"}),
+                    attachments=[a.value().model_dump(mode="json") for a in message.attachments],
+                    **message.model_dump(exclude={"run", "version", "attachments"}),
                 )
                 for message in record.messages
             ],
@@ -172,6 +181,7 @@ def _import_full(record: FullRecord, *, user: User | None) -> tuple[Conversation
         Conversation.objects.filter(pk=conversation.pk).update(
             created_at=record.created_at, updated_at=record.updated_at
         )
+        inline.store(record.admitted())
     conversation.refresh_from_db()
     pending = bool(record.runs_in_progress())
     return conversation, [*warnings, *_broken_paths(conversation, pending=pending)]

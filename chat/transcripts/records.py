@@ -1,7 +1,8 @@
 """The JSON Lines records of export_transcripts and import_transcripts, one per conversation:
 
 - `openai`: `{"messages": [...], "tools": [...]}`, exactly what a strict Chat Completions endpoint
-  accepts (replay, fine-tuning). System prompts and pre-messages come first, as a run sends them.
+  accepts (replay, fine-tuning). System prompts and pre-messages come first, as a run sends them;
+  a user message's files are its content parts as sent (`inline` reads them back).
 - `full`: every field of the conversation, its versions, messages, runs, tool-call logs, model
   calls and history repairs, with original timestamps; users by username. Rows refer to each
   other by position (a message's run is its place in `runs`, its version its place in
@@ -11,6 +12,8 @@
   version 1 had no versions: its messages are all on the active path, and it still imports.
   A tool call carries its approval: the policy it ran under, the decision (who by username,
   when, the arguments after an edit, the reason); lines written before approvals have none.
+  A user message's `attachments` carry each file's stored fields and its bytes in base64
+  (`inline`); a message without files has no such key.
 
 Both read messages with the one reader of the OpenAI shape (`messages`), within the same
 bounds (`limits`).
@@ -28,6 +31,8 @@ from chat.agent.messages import Role
 from chat.models import Approval, Policy, Purpose, RunStatus, ToolCallStatus, ToolFailure
 from chat.models.runs import ACTIVE
 
+from .files import Admitted
+from .inline import admitted_of, kept
 from .limits import (
     PARTS,
     ROWS,
@@ -44,7 +49,7 @@ from .limits import (
     load_json,
     refusal_text,
 )
-from .messages import MessageToolCall, OpenAIMessages, chat_message, checked
+from .messages import Attached, MessageToolCall, OpenAIMessages, chat_message, checked
 
 FULL_FORMAT: Final = "agentlab.full"
 FULL_VERSION: Final = 2
@@ -90,16 +95,23 @@ class MessageRecord(_Record):
     reasoning: Text = ""
     tool_calls: Annotated[list[MessageToolCall], PARTS] = []
     tool_call_id: Name = ""
+    attachments: Attached = []
     created_at: Timestamp
 
     @model_validator(mode="after")
-    def _is_a_chat_message(self) -> Self:
+    def _is_a_chat_message(self, info: ValidationInfo) -> Self:
+        self.attachments = kept(self.attachments, self.name, info)
         checked(self.value)
         return self
 
     def value(self) -> agent.ChatMessage:
         return chat_message(
-            self.role, self.content, self.tool_calls, self.tool_call_id, self.reasoning
+            self.role,
+            self.content,
+            self.tool_calls,
+            self.tool_call_id,
+            self.reasoning,
+            self.attachments,
         )
 
     @property
@@ -270,6 +282,10 @@ class FullRecord(_Record):
                 call.result = folded(call.result, where, info)
         return self
 
+    def admitted(self) -> list[Admitted]:
+        """The files its messages carry, as the gate admitted them on import."""
+        return admitted_of([message.attachments for message in self.messages])
+
     def runs_in_progress(self) -> list[RunRecord]:
         """Runs not over: in progress, or waiting for approval (one at most, as stored)."""
         return [run for run in self.runs if run.status in ACTIVE]
@@ -284,6 +300,10 @@ class OpenAIRecord(BaseModel):
 
     def values(self) -> list[agent.ChatMessage]:
         return [message.value() for message in self.messages]
+
+    def admitted(self) -> list[Admitted]:
+        """The files its user messages carry, as the gate admitted them on import."""
+        return admitted_of([[*m.attachments, *m.parts] for m in self.messages])
 
     def tool_names(self) -> list[str]:
         names = []

@@ -22,6 +22,7 @@ def to_chat_message(row: Message) -> agent.ChatMessage:
         tool_calls=tuple(agent.ToolCall.from_openai(call) for call in row.tool_calls or ()),
         tool_call_id=row.tool_call_id or None,
         reasoning=row.reasoning or None,
+        attachments=tuple(agent.Attachment.model_validate(a) for a in row.attachments or ()),
     )
 
 
@@ -33,6 +34,7 @@ def message_fields(message: agent.ChatMessage) -> dict[str, object]:
         "reasoning": message.reasoning or "",
         "tool_calls": [call.to_openai() for call in message.tool_calls],
         "tool_call_id": message.tool_call_id or "",
+        "attachments": [a.stored().model_dump(mode="json") for a in message.attachments],
     }
 
 

@@ -75,7 +75,7 @@
     if (!form) return;
     if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
       event.preventDefault();
-      if (box.value.trim() && !box.disabled) form.requestSubmit();
+      if ((box.value.trim() || form.querySelector("#attach-chips > li")) && !box.disabled) form.requestSubmit();
     } else if (event.key === "Escape" && form !== composer()) {
       event.preventDefault();
       closeEdit(form);

@@ -1,11 +1,12 @@
 // Tool calls that wait for a person (templates/chat/waiting.html): the page title says so and,
 // once the owner allowed it, a notification names the tools while the page is in the
-// background; a call that starts waiting, or the next one after a decision, takes the focus;
-// Escape in a card closes its edit box and stops no run; a refused edit marks its box.
+// background (both through notices.js, which also asks for the permission); a call that starts
+// waiting, or the next one after a decision, takes the focus; Escape in a card closes its edit
+// box and stops no run; a refused edit marks its box.
 (function () {
   "use strict";
 
-  var PREFIX = "Waiting for approval · ";
+  var notices = window.AgentLabNotices;
   var shown = null;  // the waiting tools the page last showed ("" when none waits)
   var deciding = false;  // this page sent a decision: the focus follows to what is left
 
@@ -15,21 +16,15 @@
     var state = document.getElementById("run-state");
     return state ? state.dataset.waiting || "" : "";
   }
-  function notifiable() { return "Notification" in window && owner(); }
+  function notifiable() { return notices.supported() && owner(); }
 
-  function title(tools) {
-    var base = document.title.indexOf(PREFIX) === 0 ? document.title.slice(PREFIX.length) : document.title;
-    document.title = tools ? PREFIX + base : base;
-  }
+  function title(tools) { notices.mark("waiting", tools ? "Waiting for approval" : ""); }
 
   function notify(tools) {
-    if (!document.hidden || !notifiable() || Notification.permission !== "granted") return;
+    if (!notifiable()) return;
     var heading = document.getElementById("conversation-title");
     var body = tools + (heading ? " · " + heading.textContent.trim() : "");
-    try {
-      var note = new Notification("Waiting for your approval", { body: body, tag: "agentlab-waiting-" + chat().dataset.conversation });
-      note.onclick = function () { window.focus(); note.close(); };
-    } catch (e) { /* a browser that only notifies from a service worker */ }
+    notices.notify("Waiting for your approval", body, "agentlab-waiting-" + chat().dataset.conversation);
   }
 
   // "Notify me" shows while the browser has not been asked yet; asking needs the owner's click.
@@ -66,6 +61,7 @@
     }
     markRefusedEdits();
     offerNotifications();
+    notices.update();
   }
 
   // A refused edit: its box is marked invalid and, when its form had the focus, takes it back.
@@ -94,15 +90,7 @@
     if (error) error.textContent = "";
   });
 
-  document.addEventListener("click", function (event) {
-    var button = event.target.closest ? event.target.closest("[data-notify]") : null;
-    if (!button || !notifiable()) return;
-    Notification.requestPermission().then(function (answer) {
-      offerNotifications();
-      var say = document.getElementById("announce");
-      if (say) say.textContent = answer === "granted" ? "You will be notified when a call waits." : "Notifications stay off.";
-    });
-  });
+  document.addEventListener("agentlab:notices", function () { offerNotifications(); });
 
   // Escape in a card: an open edit box closes (the focus back on its summary); no run stops.
   document.addEventListener("keydown", function (event) {

@@ -34,8 +34,11 @@ def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[s
 
 
 @pytest.fixture(scope="session")
-def live_server_url(django_db_setup: Any, django_db_blocker: Any) -> Iterator[str]:
-    """A real daphne process serving the test database, as users run it."""
+def live_server_url(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A real daphne process serving the test database, as users run it (attached files in a
+    folder of its own)."""
     from django.db import connection
 
     with DaphneServer(
@@ -45,6 +48,7 @@ def live_server_url(django_db_setup: Any, django_db_blocker: Any) -> Iterator[st
             "AGENTLAB_TOOL_MODULES": "tests.browser.tools",
             # A title request would take a response the fake providers scripted for a run.
             "AGENTLAB_TITLES": "off",
+            "AGENTLAB_MEDIA_DIR": str(tmp_path_factory.mktemp("live-media")),
         },
     ) as server:
         yield server.url

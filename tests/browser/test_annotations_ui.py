@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Locator, Page, expect
 
 from chat.models import Annotation
 from chat.testing import factories as make
@@ -26,17 +26,23 @@ def open_tool(page: Page) -> None:
     expect(page.locator(".tool-detail .annotate")).to_be_visible()
 
 
-def test_mark_a_reply_and_a_tool_call_then_a_teammate_reads_them(
-    page: Page, browser: Browser, live_server_url: str, login: Any
-) -> None:
-    owner = login()
-    made = make.new_conversation(owner, "Release checklist")
-    page.goto(f"{live_server_url}/c/{made.pk}/")
+def ask_the_time(page: Page, url: str) -> Locator:
+    """Ask the conversation at `url` the time: its reply, once it can be judged."""
+    page.goto(url)
     expect(page.locator('.chat[data-socket="open"]')).to_have_count(1)
     page.locator("#message").fill("What time is it?")
     page.locator("#message").press("Enter")
     reply = page.locator(".message.assistant").first
     expect(reply.get_by_role("button", name="Mark reply bad")).to_be_visible(timeout=10_000)
+    return reply
+
+
+def test_mark_a_reply_and_a_tool_call_then_a_teammate_reads_them(
+    page: Page, browser: Browser, live_server_url: str, login: Any
+) -> None:
+    owner = login()
+    made = make.new_conversation(owner, "Release checklist")
+    reply = ask_the_time(page, f"{live_server_url}/c/{made.pk}/")
 
     # The reply: a note, then Bad.
     reply.get_by_role("button", name="Note", exact=True).click()
@@ -140,3 +146,58 @@ def test_mark_a_reply_and_a_tool_call_then_a_teammate_reads_them(
         ("bob", "good"),
     ]
     bob.context.close()
+
+
+def test_save_on_its_own_keeps_a_note_and_an_expected_call_means_bad(
+    page: Page, live_server_url: str, login: Any
+) -> None:
+    """No Good or Bad first: Save keeps a note as a note, and an expected call that differs
+    from the call is Bad; malformed arguments are the one line, the text typed kept."""
+    owner = login()
+    made = make.new_conversation(owner, "Tokyo time")
+    reply = ask_the_time(page, f"{live_server_url}/c/{made.pk}/")
+
+    reply.get_by_role("button", name="Note", exact=True).click()
+    expect(reply.get_by_text("(Save keeps it, marked or not)")).to_be_visible()
+    reply.get_by_role("textbox", name=re.compile(r"^Note")).fill("Which zone? Ask first.")
+    reply.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator("#announce")).to_have_text("Your note on this reply is saved.")
+    expect(reply.locator(".annotation-list")).to_contain_text("Which zone? Ask first.")
+    expect(reply.locator(".annotate-reply .annotation-verdict")).to_have_text("Note")
+    for name in ("Mark reply good", "Mark reply bad"):
+        expect(reply.get_by_role("button", name=name)).to_have_attribute("aria-pressed", "false")
+
+    open_tool(page)
+    panel = page.locator(".tool-detail")
+    panel.get_by_role("button", name="Note and expected call").click()
+    panel.get_by_role("combobox", name="Tool").fill("get_current_time")
+    typed = '{"timezone": "Asia/Tokyo"'
+    panel.get_by_role("textbox", name=re.compile(r"^Arguments")).fill(typed)
+    panel.get_by_role("button", name="Save", exact=True).click()
+    alert = panel.get_by_role("alert")
+    expect(alert).to_have_text(re.compile(r"^Expected arguments are not valid JSON: .*\.$"))
+    expect(alert).not_to_contain_text("Good or Bad")
+    expect(panel.get_by_role("textbox", name=re.compile(r"^Arguments"))).to_have_value(typed)
+    assert not Annotation.objects.filter(tool_call__isnull=False).exists()
+
+    panel.get_by_role("textbox", name=re.compile(r"^Arguments")).fill(typed + "}")
+    panel.get_by_role("button", name="Save", exact=True).click()
+    expect(page.locator("#announce")).to_have_text("You marked this tool call bad.")
+    expect(panel.get_by_role("button", name="Mark tool call bad")).to_have_attribute(
+        "aria-pressed", "true"
+    )
+    expect(page.locator(".pills .call-mark-bad")).to_have_count(1)
+    saved = Annotation.objects.get(tool_call__isnull=False)
+    assert (saved.verdict, saved.expected) == (
+        "bad",
+        {"tool": "get_current_time", "arguments": {"timezone": "Asia/Tokyo"}},
+    )
+
+    def check(shown: Page) -> None:
+        answer = shown.locator(".message.assistant").first
+        expect(answer.locator(".annotate-reply .annotation-verdict")).to_have_text("Note")
+        open_tool(shown)
+        shown.locator(".tool-detail").get_by_role("button", name="Note and expected call").click()
+        expect(shown.locator(".tool-detail .annotate-hint")).to_be_visible()
+
+    look(page, "annotations-save-alone", check)

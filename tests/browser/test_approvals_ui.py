@@ -266,6 +266,8 @@ def test_a_page_in_the_background_notifies_once_the_owner_allowed_it(
     assert watcher.evaluate("window.__asked") == 1
     page.get_by_role("button", name="Approve", exact=True).click()
     expect(watcher.locator(".pill-completed")).to_have_count(1, timeout=10_000)
+    # The reply ends while the page is seen: no notice (one in the background says so).
+    expect(watcher.locator("#run-state")).to_have_attribute("data-ended", "completed")
 
     watcher.evaluate("window.__hidden = true")
     assert watcher.evaluate("window.__notes") == []

@@ -44,8 +44,10 @@ def test_a_calls_details_show_its_images_sound_resources_and_downloads(
         page.get_by_role("button", name="Chart", exact=True).click()
         image = page.get_by_role("img", name="Image 1 from Chart (image/png)")
         expect(image).to_be_visible()
-        loaded = image.evaluate("img => img.complete && img.naturalWidth")
-        assert loaded == 48  # the real PNG, decoded by the browser
+        # The real PNG, decoded by the browser (a slow machine may still be decoding it).
+        page.wait_for_function(
+            "img => img.complete && img.naturalWidth === 48", arg=image.element_handle()
+        )
         expect(page.locator(".tool-detail")).to_contain_text("characters of base64)")
 
     look(page, "mcp-media-chart", chart)

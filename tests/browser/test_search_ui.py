@@ -40,6 +40,8 @@ def conversations(owner: Any) -> list[Conversation]:
     """A history spread over every date group, the first one the most recent."""
     made = []
     now = timezone.now()
+    # Minutes apart, but never before today's midnight: the groups hold after midnight too.
+    midnight = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
     for number, (title, days, texts) in enumerate(CONVERSATIONS):
         conversation = make.new_conversation(owner, title)
         roles = ["user", "assistant"]
@@ -47,7 +49,8 @@ def conversations(owner: Any) -> list[Conversation]:
             conversation,
             [agent.ChatMessage(role=roles[n % 2], content=text) for n, text in enumerate(texts)],
         )
-        moment = now - timedelta(days=days, minutes=number)
+        moment = max(now - timedelta(minutes=number), midnight + timedelta(seconds=20 - number))
+        moment -= timedelta(days=days)
         Conversation.objects.filter(pk=conversation.pk).update(updated_at=moment)
         made.append(conversation)
     return made

@@ -38,7 +38,7 @@ def test_share_read_live_and_take_back(
     expect(page.locator(".message.assistant .pill")).to_have_count(1, timeout=10_000)
     page.get_by_text("Rename, share or delete").click()
     page.get_by_role("button", name="Share with the team").click()
-    expect(page.locator(".shared-badge")).to_have_text("Shared with the team")
+    expect(page.locator(".share-menu summary")).to_have_text("Shared with the team")
 
     bob = page_of(browser, live_server_url, "bob")
     bob.goto(f"{live_server_url}/")

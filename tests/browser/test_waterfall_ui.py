@@ -99,6 +99,11 @@ def test_parallel_calls_overlap_in_the_waterfall_and_failed_pills_say_why(
         expect(picture.locator("rect.wf-tool.wf-failed")).to_have_count(2)
         expect(picture.locator("line.wf-first-token")).to_have_count(2)
         close_up(page, picture, "waterfall-inspector")
+        legend = page.locator(".inspector .waterfall-legend")
+        expect(legend.locator("li")).to_have_text(
+            ["Model call", "First token", "Tool call", "Failed"]
+        )
+        close_up(page, page.locator(".inspector .waterfall-frame"), "waterfall-legend-inspector")
         offered = page.locator(".inspect-offered").first
         expect(offered).to_contain_text("Offered: slow_lookup called")
         expect(offered).to_contain_text("called but not offered: launch_rockets")
@@ -114,6 +119,11 @@ def test_parallel_calls_overlap_in_the_waterfall_and_failed_pills_say_why(
         expect(picture).to_be_visible()
         expect(picture.locator("rect.wf-tool")).to_have_count(4)
         close_up(page, picture, "waterfall-admin-run")
+        frame = page.locator(f"#run-{made.runs.get().pk} .waterfall-frame")
+        expect(frame.locator(".waterfall-legend li")).to_have_text(
+            ["Model call", "First token", "Tool call", "Failed"]
+        )
+        close_up(page, frame, "waterfall-legend-admin")
         rockets = page.locator("a.pill-unknown_tool")  # the call, and the reply answering it
         expect(rockets).to_have_text(["Launch rockets · unknown tool"] * 2)
 

@@ -123,3 +123,37 @@ def test_an_expectation_the_gate_refuses_is_not_kept(
     with pytest.raises(CaseRefused, match=f"^The case cannot be kept: its expected: .*{why}"):
         cases.save_case(searched, 0, set_name="cards", user=owner, expected=expected)
     assert not Case.objects.exists() and not CaseSet.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("text", "title"),
+    [
+        (
+            '"What time in Tokyo? [[call get_current_time {\\"timezone\\": \\"Asia/Tokyo\\"}]]"',
+            "What time in Tokyo?",
+        ),
+        ("What time in Tokyo? [[call get_current_time {", "What time in Tokyo?"),
+        ("Line one\\nline two \\u00e9t\\u00e9", "Line one line two été"),
+        ("**Search** the cards for `pills`.", "Search the cards for pills"),
+        ("a path C:\\Users\\me", "a path C:\\Users\\me"),
+        ("[[call search_cards {}]]", ""),
+    ],
+)
+def test_a_question_reads_as_a_title(text: str, title: str) -> None:
+    assert cases.question_title(text) == title
+
+
+def test_a_default_title_is_the_question_without_its_scripting(owner: Any) -> None:
+    chat = make.conversation(owner, "Tokyo", enabled_tools=["get_current_time"])
+    make.run_turn(chat, 'What time in Tokyo? [[call get_current_time {"timezone": "Asia/Tokyo"}]]')
+    case = cases.save_case(chat, 0, set_name="times", user=owner)
+    assert case.title == "What time in Tokyo?"
+    bare = make.conversation(owner, "Bare", enabled_tools=["get_current_time"])
+    make.run_turn(bare, "[[call get_current_time]]")
+    assert cases.save_case(bare, 0, set_name="times", user=owner).title == "A conversation"
+
+
+def test_why_a_case_at_a_tool_message_expects_no_tool() -> None:
+    assert cases.why_expected("tool", decisions.NO_TOOL) == cases.WHY_NO_TOOL
+    assert cases.why_expected("user", decisions.NO_TOOL) == ""
+    assert cases.why_expected("tool", SEARCHED) == ""

@@ -16,7 +16,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
-from chat.evals import compare, lifecycle, replay
+from chat.evals import cases, compare, lifecycle, replay
 from chat.models import Case, CaseSet, Comparison, EvalResult, EvalRun, ProviderProfile
 from chat.routing import websocket_urlpatterns
 from chat.runs import RunRefused
@@ -114,7 +114,56 @@ def test_the_same_decision_on_both_targets_does_not_differ() -> None:
     page = logged_in(ada).get(reverse("chat:evals:comparison", args=[comparison.pk]))
     html = page.content.decode()
     assert "cell-differs" not in html and "0 of 1 case decided differently" in html
-    assert html.count("Target 1") == 1 and html.count("Target 2") == 1
+    # Each target's heading, and each cell's own (the card shows it on a phone).
+    assert html.count("Target 1") == 2 and html.count("Target 2") == 2
+    # Per target: the mean latency and tokens of its attempts, and each attempt's own.
+    for column in shown.columns:
+        assert column.latency is not None and column.tokens
+        assert f"{column.latency:.2f} s · {column.tokens:.0f} tokens" in html
+    for cell in row.cells:
+        for result in cell.results:
+            assert f"{result.latency:.2f} s · {result.tokens} tokens" in html
+
+
+def test_a_target_that_answers_shows_its_final_answer() -> None:
+    ada = make.user("ada")
+    chat = make.conversation(ada, "Hi", enabled_tools=["search_cards"])
+    make.run_turn(chat, "hello there")
+    case = cases.save_case(chat, 0, set_name="greetings", user=ada)
+    chosen = [replay.target(), replay.target()]
+    comparison, eval_runs = compare.create_comparison(
+        [case], chosen, user=ada, case_set=case.case_set
+    )
+    asyncio.run(compare.run_comparison(eval_runs, chosen, [case], user=ada))
+
+    (row,) = compare.matrix(comparison).rows
+    assert all(cell.results[0].answer.startswith("You said:") for cell in row.cells)
+    html = logged_in(ada).get(reverse("chat:evals:comparison", args=[comparison.pk]))
+    assert html.content.decode().count("<summary>Final answer<") == 2
+
+
+def selected_set(page: str) -> str | None:
+    found = re.search(r'<select name="case_set"[^>]*>(.*?)</select>', page, re.S)
+    assert found is not None
+    chosen = re.search(r'<option value="(\d*)" selected>', found.group(1))
+    return chosen.group(1) if chosen else None
+
+
+def test_compare_starts_with_the_only_set_or_the_one_last_replayed() -> None:
+    ada, bob = make.user("ada"), make.user("bob")
+    first = made_for.search_case(ada, set_name="first")
+    url = reverse("chat:evals:compare")
+    assert selected_set(logged_in(bob).get(url).content.decode()) == str(first.case_set_id)
+
+    second = made_for.search_case(ada, set_name="second")
+    replay.evaluate([second], replay.target(), user=ada, case_set=second.case_set)
+    replay.evaluate([first], replay.target(), user=bob, case_set=first.case_set)
+    assert selected_set(logged_in(ada).get(url).content.decode()) == str(second.case_set_id)
+    assert selected_set(logged_in(bob).get(url).content.decode()) == str(first.case_set_id)
+    carol = logged_in(make.user("carol")).get(url).content.decode()
+    assert selected_set(carol) == ""  # "Choose a case set"
+    chosen = logged_in(ada).get(f"{url}?set={first.case_set_id}").content.decode()
+    assert selected_set(chosen) == str(first.case_set_id)
 
 
 def test_a_comparison_takes_two_or_three_targets() -> None:

@@ -8,11 +8,12 @@ import re
 from typing import Any
 
 import pytest
+from django.template.loader import render_to_string
 from django.test import Client
 from django.urls import NoReverseMatch, reverse
 
-from chat.evals import saving
-from chat.models import Annotation, Case, CaseSet, Conversation, Run, ToolCall
+from chat.evals import cases, saving
+from chat.models import NO_TOOL, Annotation, Case, CaseSet, Conversation, Run, ToolCall
 from chat.testing import evals as made_for
 from chat.testing import factories as make
 from tests.test_security import audit
@@ -422,3 +423,15 @@ def test_a_hostile_title_set_and_note_are_escaped(made: Conversation) -> None:
     assert (
         audit(refused).problems == [] and "<script>alert" not in refused and "<img" not in refused
     )
+
+
+def test_a_moment_after_a_tool_result_says_why_it_expects_no_tool(made: Conversation) -> None:
+    run = run_of(made)
+    shown = saving.Saving(run, None, None, rows=list(made.messages.active())[:3])
+    shown.stored, shown.values = dict(NO_TOOL), {"expect": "reply"}
+    assert shown.rows[-1].role == "tool" and shown.why == cases.WHY_NO_TOOL
+    html = render_to_string("chat/case_form.html#form", {"s": shown})
+    assert f'<p class="case-why muted" id="case-why-run-{run.pk}">{cases.WHY_NO_TOOL}</p>' in html
+    assert f'aria-describedby="case-why-run-{run.pk}"' in html
+    shown.rows = shown.rows[:1]  # after the question: nothing to explain
+    assert "case-why" not in render_to_string("chat/case_form.html#form", {"s": shown})

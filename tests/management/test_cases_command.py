@@ -90,7 +90,8 @@ def test_add_expecting_no_tool(searched: Any) -> None:
 
 def test_a_case_after_the_tool_result_expects_the_answer(searched: Any) -> None:
     out, _ = run("add", "--conversation", str(searched.pk), "--at-message", "2")
-    assert "(after a tool result)" in out and out.endswith("expects no tool\n")
+    assert "(after a tool result)" in out and "expects no tool\n" in out
+    assert out.endswith(f"{cases.WHY_NO_TOOL}\n")
 
 
 @pytest.mark.parametrize(

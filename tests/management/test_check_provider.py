@@ -14,8 +14,9 @@ import pytest
 from django.conf import LazySettings
 from django.core.management import CommandError, call_command
 
+from chat.agent.probes.report import IMAGE_PNG, IMAGE_PROMPT
 from chat.models import ProviderProfile
-from chat.testing.openai_script import error, text_turn, tool_turn
+from chat.testing.openai_script import error, text_only, text_turn, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer
 
 SECRET = "sk-probe-secret-0123456789"
@@ -62,6 +63,7 @@ def test_a_provider_that_does_everything(fake_openai: FakeOpenAIServer) -> None:
         tool_turn([CALL], usage=(40, 9)),
         text_turn("It is noon."),
         text_turn("It is noon."),
+        text_turn("Red."),
     )
 
     out = check(fake_openai, "--model", "fake-model")
@@ -76,16 +78,28 @@ def test_a_provider_that_does_everything(fake_openai: FakeOpenAIServer) -> None:
         in out
     )
     assert 'content ""' in out and "content null" in out
-    assert out.count("accepted") == 2
+    assert out.count("accepted") == 3
     assert "AGENTLAB_TOOL_CALL_CONTENT" not in out
+    assert "images          accepted: 'Red.'" in out
     assert out.rstrip().endswith("Chat works; tool calling works.")
     requests = fake_openai.requests
-    assert [r.method for r in requests] == ["GET", "POST", "POST", "POST", "POST"]
+    assert [r.method for r in requests] == ["GET", "POST", "POST", "POST", "POST", "POST"]
     assert all(r.headers["authorization"] == f"Bearer {SECRET}" for r in requests)
     assert "tools" not in requests[1].body and requests[2].body["tools"]
-    follow_ups = [r.body["messages"][1] for r in requests[3:]]
+    follow_ups = [r.body["messages"][1] for r in requests[3:5]]
     assert [m["content"] for m in follow_ups] == ["", None]
     assert follow_ups[0]["tool_calls"][0]["id"] == "call_1"
+    # The image probe: a small PNG as an image_url part after the question, as a run sends it
+    # (the strict server checked the parts against the request schema).
+    assert requests[5].body["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": IMAGE_PROMPT},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{IMAGE_PNG}"}},
+            ],
+        }
+    ]
 
 
 def test_reports_a_refused_null_content_and_what_to_configure(
@@ -276,6 +290,7 @@ def test_save_profile_for_a_mistral_like_provider(
 ) -> None:
     monkeypatch.setenv("MISTRAL_API_KEY", SECRET)
     mistral.enqueue(text_turn("pong"), tool_turn([MISTRAL_CALL]), text_turn("a"), text_turn("b"))
+    mistral.checks.append(text_only)  # this model takes no images
     out = StringIO()
 
     call_command(
@@ -294,6 +309,7 @@ def test_save_profile_for_a_mistral_like_provider(
     assert SECRET not in text
     assert "parallel calls  parallel_tool_calls REFUSED: HTTP 400: parallel_tool_calls" in text
     assert "(9 letters or digits, like Mistral's); ours (call_probe_0001) REFUSED" in text
+    assert "images          REFUSED: HTTP 400: Invalid content type. image_url is only" in text
     assert "Created provider profile 'mistral'" in text
     assert "api_key_env         MISTRAL_API_KEY (set in this process" in text
     assert "tool_call_ids       alnum9" in text and "parallel_tool_calls no" in text
@@ -307,8 +323,9 @@ def test_save_profile_for_a_mistral_like_provider(
     assert profile.tool_call_ids == "alnum9"
     assert profile.reasoning_field == ""
     assert profile.parallel_tool_calls is False
+    assert profile.accepts_images is False
     assert profile.notes.startswith(f"check_provider {date.today().isoformat()}: ")
-    assert "parallel_tool_calls refused" in profile.notes
+    assert "parallel_tool_calls refused" in profile.notes and "images refused" in profile.notes
     assert "call_probe_0001 refused" in profile.notes
     no_secret_in_the_database(SECRET)
     # The key came from the variable the profile names; the probes adapted to the refusals.
@@ -316,7 +333,7 @@ def test_save_profile_for_a_mistral_like_provider(
     assert all(r.headers["authorization"] == f"Bearer {SECRET}" for r in mistral.requests)
     assert posts[1].body["parallel_tool_calls"] is True
     assert all("parallel_tool_calls" not in r.body for r in posts[2:])
-    assert posts[-1].body["messages"][1]["tool_calls"][0]["id"] == "call_probe_0001"
+    assert posts[-2].body["messages"][1]["tool_calls"][0]["id"] == "call_probe_0001"
     assert [r.body["messages"][1]["content"] for r in posts[3:5]] == ["", None]
 
 
@@ -326,7 +343,7 @@ def test_rerunning_updates_the_profile_instead_of_adding_one(
 ) -> None:
     for _ in range(2):
         mistral.enqueue(text_turn("pong"), tool_turn([MISTRAL_CALL]), text_turn("a"))
-        mistral.enqueue(text_turn("b"))
+        mistral.enqueue(text_turn("b"), text_turn("Red."))
     check(mistral, "--save-profile", "mistral", "--model", "mistral-small-latest")
     first = saved(name="mistral")
     ProviderProfile.objects.filter(pk=first.pk).update(
@@ -343,6 +360,7 @@ def test_rerunning_updates_the_profile_instead_of_adding_one(
     assert (profile.tool_call_ids, profile.parallel_tool_calls) == ("alnum9", False)
     assert profile.notes != "stale"
     assert profile.available_to_everyone, "who may use it is the admin's to decide"
+    assert profile.accepts_images is True
     assert profile.api_key_env == "OPENAI_API_KEY"  # the default; the key was --api-key
     no_secret_in_the_database(SECRET)
 
@@ -442,3 +460,22 @@ def test_a_base_url_with_credentials_is_not_saved(fake_openai: FakeOpenAIServer)
             stderr=StringIO(),
         )
     assert fake_openai.requests == [] and not ProviderProfile.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_probe_that_cannot_tell_keeps_what_the_profile_knew(
+    mistral: FakeOpenAIServer,
+) -> None:
+    """The image probe answered neither yes nor no (a server fault): the profile keeps what an
+    earlier probe found."""
+    mistral.enqueue(text_turn("pong"), tool_turn([MISTRAL_CALL]), text_turn("a"), text_turn("b"))
+    mistral.enqueue(text_turn("Red."))
+    check(mistral, "--save-profile", "mistral")
+    assert saved(name="mistral").accepts_images is True
+    mistral.enqueue(text_turn("pong"), tool_turn([MISTRAL_CALL]), text_turn("a"), text_turn("b"))
+    mistral.enqueue(error(503, "overloaded", type="server_error"))
+
+    out = check(mistral, "--save-profile", "mistral")
+
+    assert "images          FAILED: HTTP 503" in out
+    assert saved(name="mistral").accepts_images is True

@@ -11,7 +11,7 @@ from django.db.models import RestrictedError
 
 from chat import agent, transcripts
 from chat.agent.wire import encode_body, payload_sha256
-from chat.models import Conversation, ModelCall, Run
+from chat.models import Conversation, ModelCall, Run, request_store
 from chat.models.request_store import Stored, StoredRequestError, apply, delta, fold, store
 from chat.testing import factories as make
 from chat.transcripts import forks
@@ -58,6 +58,21 @@ def test_a_delta_holds_only_what_is_new() -> None:
     change = delta(base, after)
     assert change == {"keep": 200, "messages": [{"role": "user", "content": "message 200"}]}
     assert delta([1], after) is None and delta(base, "text") is None
+
+
+def test_a_delta_that_would_not_rebuild_the_body_is_not_kept(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first = body(*(f"message {n}" for n in range(50)), tools=TOOLS)
+    second = body(*(f"message {n}" for n in range(51)), tools=TOOLS)
+    base, call = ModelCall(), ModelCall()
+    store(base, first, "", bases=[])
+    assert store(call, second, "", bases=[base]) is base  # a delta, when it rebuilds
+    monkeypatch.setattr(request_store, "apply", lambda old, change, **_: {**old, "messages": []})
+
+    assert store(call, second, "", bases=[base]) is None
+    assert call.request_delta == encode_body(second).decode()
+    assert call.request_sha256 == payload_sha256(encode_body(second))
 
 
 def test_a_fold_checks_every_target_and_names_the_call() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import time
 from typing import Any
 
@@ -23,7 +24,7 @@ from chat.testing import factories as make
 from chat.testing.openai_script import ScriptedResponse, text_turn, tool_turn
 from chat.testing.openai_server import FakeOpenAIServer, client_for
 from chat.transcripts import versions
-from chat.transcripts.export import full_record
+from chat.transcripts.export import full_record, full_text
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TURNS = 30
@@ -110,8 +111,11 @@ def tampered(made: Conversation) -> list[int]:
 
 @database_sync_to_async
 def export_and_reread(made: Conversation) -> tuple[list[Any], list[bytes]]:
-    record = full_record(Conversation.objects.for_export(full=True).get(pk=made.pk))
-    exported = [call["request"] for run in record["runs"] for call in run["model_calls"]]
+    fetched = Conversation.objects.for_export(full=True)
+    record = full_record(fetched.get(pk=made.pk))
+    text = "".join(full_text(fetched.get(pk=made.pk)))  # the line the export command writes
+    assert text == json.dumps(record, ensure_ascii=False)
+    exported = [call["request"] for run in json.loads(text)["runs"] for call in run["model_calls"]]
     fresh = [encode_body(call.request) for call in ModelCall.objects.order_by("pk")]
     return exported, fresh
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from chat.testing import search_cases
-from chat.testing.site import Site, sqlite_site
+from chat.testing.site import Site, beside_sqlite
 
 pytestmark = pytest.mark.scaleout
 
@@ -47,10 +47,8 @@ print("\\n".join(entry["sql"] for entry in captured.captured_queries))
 
 @pytest.fixture(scope="module")
 def sites(site: Site) -> Iterator[dict[str, Site]]:
-    with sqlite_site() as lite:
-        for each in (lite, site):
-            each.manage("shell", "-c", BUILD)
-        yield {"sqlite": lite, "postgresql": site}
+    with beside_sqlite(site, BUILD) as both:
+        yield both
 
 
 def searched(site: Site, user: str, everywhere: bool, queries: list[str]) -> list[Any]:

@@ -115,7 +115,7 @@ OPENAI_LINES = {
         json.dumps({"messages": [{"role": "user", "content": "a\u0000b"}]}),
         "a string holds a NUL character",
     ),
-    "an image part": (
+    "an image part that is no image": (
         json.dumps(
             said(
                 [
@@ -124,7 +124,7 @@ OPENAI_LINES = {
                 ]
             )
         ),
-        "messages.0: content: content part of type 'image_url' is not supported",
+        "messages.0: parts.0: image-1.png says it is an image, but its content is not one",
     ),
     "an audio part": (
         json.dumps(said([{"type": "input_audio", "input_audio": {"data": "AAAA"}}])),

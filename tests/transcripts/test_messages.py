@@ -73,11 +73,11 @@ def test_text_parts_are_joined_with_a_blank_line(read: Reader) -> None:
     assert read({"role": "user", "content": parts}) == "a\n\nb"
 
 
-def test_an_image_part_is_refused_by_name(read: Reader) -> None:
+def test_an_image_part_that_is_no_image_is_refused_by_the_gate(read: Reader) -> None:
     refusal = read({"role": "user", "content": [{"type": "text", "text": "look"}, IMAGE]})
     assert refusal == (
-        "line 1: messages.0: content: content part of type 'image_url' is not supported: only "
-        "text parts are imported"
+        "line 1: messages.0: parts.0: image-1.png says it is an image, but its content is not "
+        "one models take."
     )
 
 

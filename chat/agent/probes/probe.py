@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
 import json
 import time
 from collections.abc import Sequence
@@ -14,12 +16,14 @@ import httpx
 from .. import events
 from ..clients import OpenAICompatibleChatClient
 from ..errors import ChatClientError, ProviderConnectionError
-from ..messages import ChatMessage, ToolCall
+from ..messages import Attachment, ChatMessage, ToolCall
 from ..tools import ToolDefinition, default_registry
 from .report import (
     CHAT_PROMPT,
     CONTENT_FORMS,
     FOREIGN_ID,
+    IMAGE_PNG,
+    IMAGE_PROMPT,
     REASONING_FIELDS,
     REFUSED,
     TOOL_NAME,
@@ -40,7 +44,8 @@ async def check_provider(
     configured_content: str = "empty",
     probe_ids: bool = False,
 ) -> Report:
-    """Probe the endpoint: list models, a plain streamed answer, a tool call and its follow-up.
+    """Probe the endpoint: list models, a plain streamed answer, an image question (when chat
+    works: a refusal means the model takes no images), a tool call and its follow-up.
 
     The tool probe sends `parallel_tool_calls`; a 400 that names it is noted and the probe is
     sent again without it (and so are the next ones). The follow-up sends back the
@@ -111,7 +116,23 @@ async def check_provider(
                 ChatMessage(role="tool", tool_call_id=FOREIGN_ID, content=TOOL_REPLY),
             ]
             report.foreign_ids = await _turn(client, transport, foreign, tools=definition)
+        if report.chat_works:
+            report.images = await _turn(client, transport, [_image_question()])
     return report
+
+
+def _image_question() -> ChatMessage:
+    """A user message with a small PNG, sent as an image_url part as a run sends one."""
+    data = base64.b64decode(IMAGE_PNG)
+    image = Attachment(
+        name="probe.png",
+        content_type="image/png",
+        size=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        kind="image",
+        content=f"data:image/png;base64,{IMAGE_PNG}",
+    )
+    return ChatMessage(role="user", content=IMAGE_PROMPT, attachments=(image,))
 
 
 def _refuses_parallel(turn: Turn) -> bool:

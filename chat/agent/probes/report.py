@@ -17,6 +17,12 @@ TOOL_REPLY = json.dumps({"timezone": "UTC", "iso": "2025-01-01T12:00:00+00:00"})
 REASONING_FIELDS = ("reasoning_content", "reasoning", "reasoning_details", "thinking")
 CONTENT_FORMS: tuple[EmptyContent, ...] = ("empty", "null", "omit")
 CONTENT_SHOWN = {"empty": '""', "null": "null", "omit": "omitted"}
+IMAGE_PROMPT = "What colour is this image? Answer with one word."
+IMAGE_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAABAAAAAQCAIAAACQkWg2AAAAGklEQVR42mO8IyfHQApgYiARjGoY1TB0NAAAjEs"
+    "BOPY5fDQAAAAASUVORK5CYII="
+)
+"""A 16 by 16 red square, base64: the image the image probe sends."""
 FOREIGN_ID = "call_probe_0001"
 """A tool call id of our making, not the server's: servers like Mistral refuse it."""
 ALNUM9 = re.compile(r"^[a-zA-Z0-9]{9}$")
@@ -61,6 +67,8 @@ class Report:
     """The refusal, when the server refused `parallel_tool_calls` (then probed without it)."""
     foreign_ids: Turn | None = None
     """The follow-up sent back with the id FOREIGN_ID instead of the server's own (if probed)."""
+    images: Turn | None = None
+    """A user message with a small PNG as an image_url part (sent once chat works)."""
 
     @property
     def chat_works(self) -> bool:
@@ -111,6 +119,17 @@ class Report:
         return True if turn.http_status in REFUSED else None
 
     @property
+    def accepts_images(self) -> bool | None:
+        """Whether the model took an image: False when it was refused (400 or 422), None when
+        not probed or the answer says neither."""
+        turn = self.images
+        if turn is None:
+            return None
+        if turn.ok:
+            return True
+        return False if turn.http_status in REFUSED else None
+
+    @property
     def tool_call_ids(self) -> str:
         """The profile setting: "alnum9" when ids must match ^[a-zA-Z0-9]{9}$, else "any"."""
         return "alnum9" if self.server_ids_alnum9 or self.foreign_ids_refused else "any"
@@ -135,6 +154,7 @@ class Report:
             recommended_tool_call_content=self.recommended_content,
             foreign_ids_refused=self.foreign_ids_refused,
             tool_call_ids=self.tool_call_ids,
+            accepts_images=self.accepts_images,
         )
         return data
 
@@ -150,6 +170,7 @@ def profile_fields(report: Report, *, today: date | None = None) -> dict[str, An
             "reasoning_content" if "reasoning_content" in report.reasoning_fields else ""
         ),
         "parallel_tool_calls": report.parallel_tool_calls is not False,
+        "accepts_images": report.accepts_images,
         "notes": summary(report, today=today),
     }
 
@@ -174,6 +195,8 @@ def summary(report: Report, *, today: date | None = None) -> str:
             for form, turn in report.content.items()
         ]
         parts.append("tool-call-only content: " + ", ".join(verdicts))
+    if report.accepts_images is not None:
+        parts.append("images " + ("ok" if report.accepts_images else "refused"))
     if report.parallel_tool_calls is False:
         parts.append(f"parallel_tool_calls refused ({clip(report.parallel_error, 60)})")
     elif report.parallel_tool_calls:

@@ -39,6 +39,13 @@ def describe(report: Report) -> list[str]:
         lines.append(_row("usage chunk", f"yes: {counts} tokens"))
     else:
         lines.append(_row("usage chunk", "no (token counts will show 0)"))
+    images = report.images
+    if images is not None:
+        if images.ok:
+            lines.append(_row("images", f"accepted: {clip(images.text)!r}"))
+        else:
+            verdict = "REFUSED" if report.accepts_images is False else "FAILED"
+            lines.append(_row("images", f"{verdict}: {images.error}"))
     fields = report.reasoning_fields
     lines.append(_row("reasoning", ", ".join(fields) if fields else "none seen"))
     if not tools.ok:

@@ -155,6 +155,8 @@ class Command(BaseCommand):
             f"case {case.pk} {json.dumps(case.title, ensure_ascii=False)} in set "
             f"{case.case_set.name}: expects {case.expected_text}"
         )
+        if why := cases.why_expected(case.messages[-1]["role"], case.expected):
+            self.stdout.write(why)
 
     def list_cases(self, set_name: str | None, *, as_json: bool) -> None:
         rows = list(chosen(set_name))

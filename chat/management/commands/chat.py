@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -23,7 +25,8 @@ from chat.management.terminal import (
 )
 from chat.models import Conversation, Run, RunStatus
 from chat.runs import mcp
-from chat.transcripts import versions
+from chat.transcripts import attachments as stored_files
+from chat.transcripts import files, versions
 
 
 class Command(BaseCommand):
@@ -39,6 +42,14 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("message", nargs="?", help="The user message (none with --regenerate).")
         parser.add_argument("--conversation", type=int, help="Continue this conversation (id).")
+        parser.add_argument(
+            "--attach",
+            action="append",
+            default=[],
+            metavar="FILE",
+            help="Send a file with the message (repeatable, at most 10): an image (PNG, JPEG, "
+            "GIF, WebP), a text file or a PDF, checked as the web's composer checks them.",
+        )
         parser.add_argument(
             "--edit",
             type=int,
@@ -105,6 +116,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         _check_agent(options)
         _check_arguments(options)
+        attached = _admitted(options["attach"])
         if options["agent"] is not None:
             conversation, version_from = self._from_agent(options), None
         else:
@@ -122,6 +134,10 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
         if note := unsent_key_note(options["base_url"], given=bool(options["api_key"])):
             self.stderr.write(note)
+        try:
+            runs.check_images(target, [admitted.attachment for admitted in attached])
+        except runs.RunRefused as exc:
+            raise CommandError(str(exc)) from None
         printer = None if options["json"] else RunPrinter(self.stdout, self.stderr)
         run = run_to_end(
             conversation=conversation,
@@ -130,6 +146,7 @@ class Command(BaseCommand):
             client=client,
             printer=printer,
             version_from=version_from,
+            attachments=[stored_files.store(admitted) for admitted in attached],
         )
         approver = approvals.Approver(
             user=conversation.owner,
@@ -281,6 +298,30 @@ def _check_arguments(options: dict[str, Any]) -> None:
         raise CommandError("--edit N needs the new text: give it as the message.")
     if not regenerating and options["message"] is None:
         raise CommandError("Give the message to send (or --regenerate).")
+    if options["attach"] and (editing or regenerating):
+        raise CommandError(
+            "--attach goes with a new message: a new version keeps the files its message had."
+        )
+
+
+def _admitted(paths: list[str]) -> list[files.Admitted]:
+    """Every --attach file through the gate, before anything is stored or sent."""
+    try:
+        files.check_count(len(paths))
+        return [_read(path) for path in paths]
+    except files.Refused as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _read(path: str) -> files.Admitted:
+    name = Path(path).name
+    try:
+        with open(path, "rb") as handle:
+            files.check_size(files.checked_name(name), os.fstat(handle.fileno()).st_size)
+            data = handle.read(files.max_bytes() + 1)
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        raise files.Refused(f"{path}: {exc.strerror or 'cannot be read'}.") from None
+    return files.admit(name, data)
 
 
 def _version_from(conversation: Conversation, options: dict[str, Any]) -> int | None:

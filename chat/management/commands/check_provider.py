@@ -34,6 +34,7 @@ PROFILE_FIELDS = (
     "tool_call_ids",
     "reasoning_field",
     "parallel_tool_calls",
+    "accepts_images",
     "notes",
 )
 
@@ -173,6 +174,9 @@ def save_profile(
         instance = ProviderProfile.objects.select_for_update().filter(name=name).first()
         # Who may use the profile is the admin's to decide: a re-check keeps it.
         available = instance is not None and instance.available_to_everyone
+        if fields["accepts_images"] is None and instance is not None:
+            # A probe that could not tell keeps what an earlier one (or staff) found.
+            fields["accepts_images"] = instance.accepts_images
         form = ProviderProfileForm(
             data={
                 "name": name,

@@ -18,7 +18,7 @@ from chat.management.terminal import (
     user_named,
 )
 from chat.models import Conversation, Purpose
-from chat.transcripts import export
+from chat.transcripts import export, markdown
 from chat.transcripts.records import ExportRefused, NothingToExport
 
 
@@ -26,12 +26,15 @@ class Command(BaseCommand):
     help = (
         "Write conversations as JSON Lines, one object per conversation, on stdout or to --output. "
         "--format openai (default): {messages, tools}, exactly what a strict OpenAI-compatible "
-        "endpoint accepts; conversations whose history breaks the strict rules are reported on "
-        "stderr and left out (fix them with validate_transcripts --fix). With --all-versions, one "
-        "such line per version path: the active one, then each archived version. --format full: "
-        "every field of the conversation, versions, runs, tool-call logs and model calls, for "
-        "import_transcripts. Every line says its conversation's purpose: chat, or eval for an "
-        "evaluation's replay (drop it before sending an openai line). Replays are left out unless "
+        "endpoint accepts, a user message's files as the content parts a run sends; "
+        "conversations whose history breaks the strict rules are reported on stderr and left "
+        "out (fix them with validate_transcripts --fix). With --all-versions, one such line per "
+        "version path: the active one, then each archived version. --format full: every field "
+        "of the conversation, versions, runs, tool-call logs and model calls, and each attached "
+        "file's bytes in base64, for import_transcripts. --format markdown: each conversation's "
+        "active path as a document for people, tool calls and results as fenced blocks. Every "
+        "JSON line says its conversation's purpose: chat, or eval for an evaluation's replay "
+        "(drop it before sending an openai line). Replays are left out unless "
         "--include-replays. Progress and the summary go to stderr. Exit status 1 when a "
         "conversation or a version was left out."
     )
@@ -40,7 +43,7 @@ class Command(BaseCommand):
     requires_system_checks: list[str] = []
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--format", choices=["openai", "full"], default="openai")
+        parser.add_argument("--format", choices=["openai", "full", "markdown"], default="openai")
         parser.add_argument(
             "--all-versions",
             action="store_true",
@@ -84,7 +87,8 @@ class Command(BaseCommand):
             left_out = matching.filter(purpose=Purpose.EVAL).count()
         full = options["format"] == "full"
         all_versions = options["all_versions"]
-        if full and all_versions:
+        as_markdown = options["format"] == "markdown"
+        if (full or as_markdown) and all_versions:
             raise CommandError("--all-versions is for the openai format: full has every version.")
         things = "version path(s)" if all_versions else "conversation(s)"
         show = progress_wanted(options, self.stderr)
@@ -92,9 +96,12 @@ class Command(BaseCommand):
         written, skipped, empty = 0, 0, 0
         with lines_to(options["output"], self.stdout) as write, closing(progress):
             fetched = conversations.for_export(full=full, all_versions=all_versions)
-            for conversation, version, record in export.records(
-                export.in_chunks(fetched), full=full, all_versions=all_versions
-            ):
+            found = (
+                markdown.records(export.in_chunks(fetched))
+                if as_markdown
+                else export.records(export.in_chunks(fetched), full=full, all_versions=all_versions)
+            )
+            for conversation, version, record in found:
                 if version is None:  # a conversation's first record: its active path
                     progress.advance()
                 if isinstance(record, NothingToExport):
@@ -106,7 +113,12 @@ class Command(BaseCommand):
                     name = f"conversation {conversation.pk}" + (f" {version}" if version else "")
                     self.stderr.write(f"{name}: left out: {record}")
                     continue
-                write(json.dumps(record, ensure_ascii=False))
+                line = (
+                    record
+                    if not isinstance(record, dict)
+                    else json.dumps(record, ensure_ascii=False)
+                )
+                write(line)
                 written += 1
         where = f" to {options['output']}" if options["output"] else ""
         notes = [f"{empty} without messages"] if empty else []

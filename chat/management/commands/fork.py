@@ -39,7 +39,9 @@ class Command(BaseCommand):
             metavar="ID",
             help="The call id to edit (default: the tool reply at or just before message N).",
         )
-        parser.add_argument("--user", help="Owner of the fork; must own the conversation.")
+        parser.add_argument(
+            "--user", help="Owner of the fork: its owner, or a teammate when it is shared."
+        )
         parser.add_argument(
             "--no-continue", action="store_true", help="Fork only; do not start the agent."
         )
@@ -103,7 +105,7 @@ class Command(BaseCommand):
         if not username:
             return parent.owner
         user = user_named(username)
-        if refused := access.denied(user, access.Action.WRITE, parent):
+        if refused := access.denied(user, access.Action.COPY, parent):
             raise CommandError(f"Conversation {parent.pk}, as {username!r}: {refused}")
         return user
 

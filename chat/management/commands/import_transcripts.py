@@ -24,10 +24,11 @@ class Command(BaseCommand):
         "timestamps and statuses, owned by the original owner (who must exist) or --user. Lines "
         "in the openai format ({messages, tools}) become new conversations of --user; leading "
         "system messages become its system prompts. Each line is checked against the record "
-        "schema and written whole or not at all: an invalid line is reported on stderr as one "
-        "line with its number and skipped (--traceback shows where an unexpected error came "
-        f"from). A tool result over {MAX_TOOL_RESULT_CHARS:,} characters is folded, with a "
-        "warning. Exit status 1 when a line failed."
+        "schema and written whole or not at all, its attached files through the upload's gate "
+        "and limits (an https image is refused: nothing is fetched): an invalid line is reported "
+        "on stderr as one line with its number and skipped (--traceback shows where an "
+        f"unexpected error came from). A tool result over {MAX_TOOL_RESULT_CHARS:,} characters "
+        "is folded, with a warning. Exit status 1 when a line failed."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:

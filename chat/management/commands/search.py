@@ -75,6 +75,7 @@ def _record(results: search.Results) -> dict[str, Any]:
                 "title_text": str(hit.conversation),
                 "title": str(hit.title),
                 "snippet": str(hit.snippet),
+                "message": hit.message,
             }
             for hit in results.hits
         ],
