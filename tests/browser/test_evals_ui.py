@@ -65,10 +65,63 @@ def in_a_thread[T](work: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         return pool.submit(done).result()
 
 
+def narrow(page: Page) -> bool:
+    size = page.viewport_size
+    return size is not None and size["width"] < 500
+
+
+def no_sideways(page: Page) -> None:
+    """Nothing on the page, nor in a table's box, scrolls sideways."""
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+    assert page.evaluate(
+        "[...document.querySelectorAll('.table-scroll')].every(b => b.scrollWidth <= b.clientWidth)"
+    )
+
+
+CARD_BOXES = """card => [...document.querySelectorAll(card)].map(found => {
+  const box = element => {
+    const rect = element?.getBoundingClientRect();
+    return rect && rect.height > 0 ? {y: rect.y, width: rect.width} : null;
+  };
+  return {
+    card: box(found),
+    verdict: box(found.querySelector(".verdict")),
+    title: box(found.querySelector("th[scope=row]")),
+  };
+})"""
+
+
+def cards_fit(page: Page, card: str, *, verdict_first: bool = True) -> None:
+    """On a phone: nothing scrolls sideways, a card fits the screen's width and (a case of an
+    evaluation) opens with its verdict. The boxes are read in one script, so a live frame that
+    swaps a card in again between two reads cannot leave one of them unmeasured."""
+    if not narrow(page):
+        return
+    no_sideways(page)
+    width = page.evaluate("window.innerWidth")
+    found = page.evaluate(CARD_BOXES, card)
+    assert found
+    for boxes in found:
+        assert None not in boxes.values(), boxes
+        if verdict_first:
+            assert boxes["verdict"]["y"] < boxes["title"]["y"], boxes
+        assert boxes["card"]["width"] <= width, boxes
+
+
 def provider(name: str, server: FakeOpenAIServer) -> ProviderProfile:
     return ProviderProfile.objects.create(
         name=name, base_url=server.base_url, api_key_env="", model=MODEL, available_to_everyone=True
     )
+
+
+PROGRESS_SEEN = """() => {
+  const read = () => document.querySelector("#eval-progress .eval-done")?.textContent.trim();
+  window.progressSeen = [read()];
+  new MutationObserver(() => {
+    const now = read();
+    if (now !== window.progressSeen.at(-1)) window.progressSeen.push(now);
+  }).observe(document.body, {childList: true, subtree: true, characterData: true});
+}"""
 
 
 def test_start_an_evaluation_and_watch_its_rows_fill_in_live(
@@ -90,15 +143,18 @@ def test_start_an_evaluation_and_watch_its_rows_fill_in_live(
     page.get_by_role("button", name="Run", exact=True).click()
 
     expect(page).to_have_url(re.compile(r"/evals/runs/\d+/$"))
+    page.evaluate(PROGRESS_SEEN)
     page.evaluate("window.stayed = true")  # gone if the page reloaded
-    rows = page.locator("#results-body tr")
-    expect(rows).to_have_count(4)
+    rows = page.locator("#results .eval-group")
+    expect(rows).to_have_count(2)  # a row per case, its two attempts folded under it
     progress = page.locator("#eval-progress .eval-done")
     expect(page.locator(".eval-page[data-socket='open']")).to_have_count(1)
     expect(progress).to_have_text("1 / 4", timeout=5_000)
-    expect(page.locator(".verdict-waiting")).to_have_count(3)
-    expect(progress).to_have_text("2 / 4", timeout=5_000)
+    expect(page.locator(".verdict-waiting")).to_have_count(4)  # a case's row and 3 attempts
+    expect(page.locator(".eval-row", has_text="1/2 passed")).to_have_count(1)
     expect(progress).to_have_text("4 / 4", timeout=8_000)
+    # Each answer moved the count on its own, however slowly this test looked.
+    assert page.evaluate("window.progressSeen")[-4:] == ["1 / 4", "2 / 4", "3 / 4", "4 / 4"]
     expect(page.locator("#eval-progress .eval-status")).to_have_text("Completed")
     expect(page.locator("#eval-announce")).to_have_text(
         "The evaluation is finished: 2 passed, 2 failed."
@@ -108,18 +164,25 @@ def test_start_an_evaluation_and_watch_its_rows_fill_in_live(
     assert fake_openai.pending == 0
     eval_run = EvalRun.objects.get()
     assert (eval_run.passed, eval_run.failed, eval_run.label) == (2, 2, f"{MODEL} (Slow provider)")
-    expect(page.locator(".verdict-passed")).to_have_count(2)
-    expect(page.locator(".verdict-failed")).to_have_count(2)
+    expect(page.locator(".eval-row .verdict")).to_have_text(["2/2 passed", "0/2 passed"])
+    expect(page.locator(".eval-attempt .verdict-passed")).to_have_count(2)
+    expect(page.locator(".eval-attempt .verdict-failed")).to_have_count(2)
+    page.get_by_text("2 attempts").first.click()  # folded under the case until opened
     inspect = page.get_by_role("link", name=re.compile(r"^Inspect attempt 1 of “Pills: search"))
     expect(inspect).to_have_attribute("href", re.compile(r"^/c/\d+/runs/\d+/$"))
 
     def finished(shown: Page) -> None:
-        expect(shown.locator("#results-body tr")).to_have_count(4)
-        expect(
-            shown.get_by_text("expected get_current_time, got search_cards").first
-        ).to_be_visible()
+        expect(shown.locator("#results .eval-group")).to_have_count(2)
+        failing = shown.locator(".eval-group").nth(1)
+        expect(failing.locator(".eval-reason")).to_have_text(
+            "expected get_current_time, got search_cards"
+        )
+        failing.get_by_text("2 attempts").click()
+        expect(failing.locator(".eval-attempt").first).to_be_visible()
+        expect(failing.locator(".eval-attempt-facts").first).to_contain_text("tokens")
         shown.get_by_text("How a case passes").click()
         expect(shown.get_by_text("A case passes when the model")).to_be_visible()
+        cards_fit(shown, ".eval-group")
 
     look(page, "evals-run", finished)
 
@@ -130,6 +193,8 @@ def test_start_an_evaluation_and_watch_its_rows_fill_in_live(
         expect(shown.get_by_role("link", name="Evaluations", exact=True)).to_have_attribute(
             "aria-current", "page"
         )
+        if narrow(shown):
+            no_sideways(shown)
 
     look(page, "evals-index", index)
 
@@ -148,6 +213,8 @@ def test_start_an_evaluation_and_watch_its_rows_fill_in_live(
     def set_page(shown: Page) -> None:
         expect(shown.get_by_role("heading", name=re.compile("^pills"))).to_be_visible()
         expect(shown.locator(".cases-table tbody tr")).to_have_count(2)
+        if narrow(shown):
+            no_sideways(shown)
 
     look(page, "evals-set", set_page)
 
@@ -180,7 +247,10 @@ def test_an_evaluation_in_progress_as_a_teammate_opens_it(
     def waiting(shown: Page) -> None:
         expect(shown.locator(".eval-page[data-socket='open']")).to_have_count(1)
         expect(shown.locator("#eval-progress .eval-done")).to_have_text("1 / 4")
-        expect(shown.locator(".verdict-waiting")).to_have_count(3)
+        expect(shown.locator(".verdict-waiting")).to_have_count(4)  # a row and 3 attempts
+        expect(shown.locator(".eval-row").first).to_contain_text("1/2 passed")
+        expect(shown.locator(".eval-row").first).to_contain_text("1 to come")
+        cards_fit(shown, ".eval-group")
 
     look(page, "evals-run-live", waiting)
     EvalRun.objects.filter(pk=eval_run.pk).update(status="cancelled")
@@ -200,6 +270,8 @@ def test_compare_the_scripted_model_with_a_provider_that_decides_otherwise(
     def form(shown: Page) -> None:
         expect(shown.get_by_role("group", name="Targets")).to_be_visible()
         expect(shown.get_by_label("Target 3", exact=True)).to_have_value("")
+        # The only case set is chosen already.
+        expect(shown.get_by_label("Case set", exact=True)).to_have_value(str(case_set.pk))
 
     look(page, "evals-compare", form)
     page.set_viewport_size({"width": 1440, "height": 900})
@@ -223,6 +295,18 @@ def test_compare_the_scripted_model_with_a_provider_that_decides_otherwise(
     def matrix(shown: Page) -> None:
         expect(shown.locator(".matrix .differs-badge")).to_be_visible()
         expect(shown.get_by_text('get_current_time({"timezone": "UTC"})')).to_be_visible()
+        # Per target, the time and tokens of each attempt and of the target on average.
+        expect(shown.locator(".compare-cell .attempt-measures")).to_have_count(2)
+        expect(shown.locator(".compare-cell .attempt-measures").first).to_have_text(
+            re.compile(r"^\d+\.\d\d s · \d+ tokens$")
+        )
+        expect(shown.locator(".compare-target-means")).to_have_count(2)
+        cards_fit(shown, ".compare-row", verdict_first=False)
+        if narrow(shown):
+            chip = shown.locator(".compare-expected-inline").first.bounding_box()
+            cell = shown.locator(".compare-cell").first.bounding_box()
+            assert chip is not None and cell is not None
+            assert chip["y"] + chip["height"] <= cell["y"], (chip, cell)  # above, not over it
 
     look(page, "evals-comparison", matrix)
 
@@ -238,7 +322,7 @@ def test_inspect_an_attempt_opens_its_run_read_only_and_leads_back(
     done = in_a_thread(replay.evaluate, found, replay.target(), user=owner, case_set=case_set)
     page.goto(f"{live_server_url}/evals/runs/{done.pk}/")
 
-    page.get_by_role("link", name=re.compile(r"^Inspect attempt 1 of “Pills: search")).click()
+    page.get_by_role("link", name=re.compile(r"^Inspect the attempt at “Pills: search")).click()
 
     expect(page).to_have_url(re.compile(r"/c/\d+/runs/\d+/$"))
     back = page.get_by_role("link", name=f"Back to evaluation #{done.pk}")
@@ -246,7 +330,7 @@ def test_inspect_an_attempt_opens_its_run_read_only_and_leads_back(
     def inspected(shown: Page) -> None:
         expect(shown.get_by_role("heading", level=1)).to_contain_text("Pills: search the cards")
         expect(shown.locator(".verdict-passed")).to_have_text("Passed")
-        expect(shown.locator(".waterfall-frame svg:visible")).to_have_count(1)
+        expect(shown.locator(".waterfall-frame svg.waterfall:visible")).to_have_count(1)
         expect(shown.get_by_role("heading", name=re.compile(r"^Step 1 of"))).to_be_visible()
         expect(shown.get_by_role("button", name="Copy JSON").first).to_be_visible()
         expect(shown.locator("#composer, [ws-send], [ws-connect]")).to_have_count(0)
@@ -258,4 +342,4 @@ def test_inspect_an_attempt_opens_its_run_read_only_and_leads_back(
 
     back.click()
     expect(page).to_have_url(f"{live_server_url}/evals/runs/{done.pk}/")
-    expect(page.locator("#results-body tr")).to_have_count(2)
+    expect(page.locator("#results .eval-group")).to_have_count(2)
