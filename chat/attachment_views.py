@@ -10,7 +10,7 @@ from django.shortcuts import get_object_or_404
 from django.template.defaultfilters import filesizeformat
 from django.views.decorators.http import require_GET, require_POST
 
-from chat import access, agent, runs
+from chat import access, agent, media, runs
 from chat.access import Action
 from chat.models import Message
 from chat.transcripts import attachments as stored_files
@@ -107,10 +107,7 @@ def serve(message: Message, number: int) -> HttpResponseBase:
         filename=value.name,
         content_type=value.content_type if inline else _download_type(value.content_type),
     )
-    response["Content-Security-Policy"] = "default-src 'none'; sandbox"
-    response["X-Content-Type-Options"] = "nosniff"
-    response["Cache-Control"] = "private, max-age=86400"
-    return response
+    return media.confined(response)
 
 
 def _download_type(content_type: str) -> str:

@@ -87,12 +87,6 @@ def cast(role: str) -> tuple[Conversation, User]:
     return scene(role)
 
 
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def table(rows: dict[str, tuple[str, ...]]) -> list[Any]:
     return [
         pytest.param(entry, role, expected, id=f"{entry}-{role}")
@@ -287,7 +281,7 @@ PAGE_OUTCOMES = {
 @pytest.mark.parametrize(("entry", "role", "expected"), table(PAGE_OUTCOMES))
 def test_pages(entry: str, role: str, expected: str) -> None:
     made, user = scene(role)
-    assert PAGES[entry](logged_in(user), made) == expected
+    assert PAGES[entry](make.logged_in(user), made) == expected
 
 
 def test_every_page_entry_has_its_outcomes() -> None:
@@ -320,7 +314,7 @@ REPLAY_PAGE_OUTCOMES = {
 @pytest.mark.parametrize(("entry", "role", "expected"), table(REPLAY_PAGE_OUTCOMES))
 def test_replay_pages(entry: str, role: str, expected: str) -> None:
     made, user = replay_scene(role)
-    assert PAGES[entry](logged_in(user), made) == expected
+    assert PAGES[entry](make.logged_in(user), made) == expected
 
 
 # The admin: for staff only, every conversation read-only; its link back to the chat only for
@@ -385,14 +379,14 @@ STAFF_MEMBER_OUTCOMES = {
 @pytest.mark.parametrize(("entry", "role", "expected"), table(ADMIN_OUTCOMES))
 def test_admin(entry: str, role: str, expected: str) -> None:
     made, user = scene(role)
-    assert ADMIN[entry](logged_in(user), made) == expected
+    assert ADMIN[entry](make.logged_in(user), made) == expected
 
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(("entry", "role", "expected"), table(STAFF_MEMBER_OUTCOMES))
 def test_admin_as_a_staff_member(entry: str, role: str, expected: str) -> None:
     made, user = scene(role)
-    assert ADMIN[entry](logged_in(as_staff_member(role, user)), made) == expected
+    assert ADMIN[entry](make.logged_in(as_staff_member(role, user)), made) == expected
 
 
 # Commands, naming the user with --user.

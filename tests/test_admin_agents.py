@@ -42,12 +42,6 @@ def support(owner: User, *, versions: int = 2, **fields: Any) -> Agent:
     return agent
 
 
-def logged_in(user: User) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def staff_member(name: str, *codenames: str) -> User:
     member = make.user(name, is_staff=True)
     member.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
@@ -156,7 +150,7 @@ def test_editing_an_agent_follows_the_agents_rule(
         "staff with change": lambda: staff_member("sam", "view_agent", "change_agent"),
         "staff who may view": lambda: staff_member("vic", "view_agent"),
     }
-    web = logged_in(users[who]())
+    web = make.logged_in(users[who]())
 
     page = web.get(url(Agent, "change", agent.pk))
     assert page.status_code == 200

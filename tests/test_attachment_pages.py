@@ -31,17 +31,6 @@ from tests.attachments import files as made_files
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def logged_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def upload(client: Client, conversation: Conversation, name: str, data: bytes, kind: str) -> Any:
-    url = reverse("chat:attachment_upload", args=[conversation.pk])
-    return client.post(url, {"file": SimpleUploadedFile(name, data, content_type=kind)})
-
-
 def send(conversation: Conversation, content: str, *files: Any) -> Any:
     async def go() -> Any:
         handle = await runs.start_run(
@@ -72,7 +61,7 @@ def test_the_upload_answers_a_token_and_the_facts_of_an_image_a_text_and_a_pdf(
     ]
     tokens = []
     for name, data, claimed, kind, pages in cases:
-        response = upload(client_in, conversation, name, data, claimed)
+        response = made_files.upload(client_in, conversation, name, data, claimed)
         assert response.status_code == 200, response.content
         answer = response.json()
         assert answer["name"] == name and answer["kind"] == kind and answer["pages"] == pages
@@ -98,7 +87,7 @@ def test_a_refused_upload_is_400_with_one_line(
     settings.AGENTLAB_MAX_ATTACHMENT_BYTES = 1024
     conversation = make.conversation(user)
 
-    response = upload(client_in, conversation, name, data, claimed)
+    response = made_files.upload(client_in, conversation, name, data, claimed)
 
     assert response.status_code == 400
     error = response.json()["error"]
@@ -109,14 +98,14 @@ def test_only_the_owner_uploads(user: Any) -> None:
     conversation = make.conversation(user)
     conversation.shared = True
     conversation.save()
-    reader = logged_in(make.user("bea"))
+    reader = make.logged_in(make.user("bea"))
     png = made_files.png()
 
-    assert upload(reader, conversation, "a.png", png, "image/png").status_code == 404
+    assert made_files.upload(reader, conversation, "a.png", png, "image/png").status_code == 404
     conversation.shared = False
     conversation.save()
-    assert upload(reader, conversation, "a.png", png, "image/png").status_code == 404
-    anonymous = upload(Client(), conversation, "a.png", png, "image/png")
+    assert made_files.upload(reader, conversation, "a.png", png, "image/png").status_code == 404
+    anonymous = made_files.upload(Client(), conversation, "a.png", png, "image/png")
     assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
 
 
@@ -147,7 +136,7 @@ def test_a_team_reader_and_an_earlier_window_show_the_files_too(user: Any) -> No
         send(conversation, f"and then {number}?")
     conversation.shared = True
     conversation.save()
-    reader = logged_in(make.user("bea"))
+    reader = make.logged_in(make.user("bea"))
     image_url = reverse("chat:attachment", args=[conversation.pk, message.pk, 1])
 
     page = reader.get(reverse("chat:conversation_detail", args=[conversation.pk]))
@@ -274,7 +263,7 @@ def test_the_admin_transcript_shows_the_files_and_serves_them_to_staff(
     assert staff.get(image_url)["Content-Type"] == "image/png"
     pdf = staff.get(pdf_url)
     assert pdf["Content-Type"] == "application/pdf" and "attachment" in pdf["Content-Disposition"]
-    assert logged_in(user).get(image_url).status_code == 302  # the admin is for staff only
+    assert make.logged_in(user).get(image_url).status_code == 302  # the admin is for staff only
     one = staff.get(reverse("admin:chat_message_change", args=[message.pk])).content.decode()
     assert f'<img src="{image_url}"' in one
 
@@ -309,5 +298,5 @@ def test_no_one_else_reads_a_message_file(user: Any) -> None:
     url = reverse("chat:attachment", args=[conversation.pk, message.pk, 1])
     other = get_user_model().objects.create_user("mallory", password="pw-123456789")
 
-    assert logged_in(other).get(url).status_code == 404
-    assert logged_in(user).get(url.replace("/1/", "/3/")).status_code == 404
+    assert make.logged_in(other).get(url).status_code == 404
+    assert make.logged_in(user).get(url.replace("/1/", "/3/")).status_code == 404

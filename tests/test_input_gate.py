@@ -9,7 +9,6 @@ import importlib
 import io
 import json
 import re
-from typing import Any
 
 import pytest
 from django.apps import apps
@@ -44,12 +43,6 @@ HOSTILE = {
 hostile = pytest.mark.parametrize(("arguments", "why"), HOSTILE.values(), ids=HOSTILE.keys())
 
 
-def logged_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def alerts(html: str) -> list[str]:
     return [htmllib.unescape(a) for a in re.findall(r'role="alert">([^<]*)<', html)]
 
@@ -72,7 +65,7 @@ def call_of(conversation: Conversation) -> ToolCall:
 
 
 def staff() -> Client:
-    return logged_in(make.user("root", is_staff=True, is_superuser=True))
+    return make.logged_in(make.user("root", is_staff=True, is_superuser=True))
 
 
 # Each way in refuses what the gate refuses: one line, nothing stored.
@@ -84,7 +77,7 @@ def test_the_chats_annotation_form(made: Conversation, arguments: str, why: str)
     url = reverse("chat:tool_call_annotation", args=[made.pk, call.pk])
     form = {"verdict": "bad", "expected_tool": "search_cards", "expected_arguments": arguments}
 
-    response = logged_in(made.owner).post(url, form, **HTMX)
+    response = make.logged_in(made.owner).post(url, form, **HTMX)
 
     assert response.status_code == 422
     assert alerts(response.content.decode()) == [f"Expected arguments: {why}."]
@@ -96,7 +89,7 @@ def test_save_as_case_with_another_call(made: Conversation, arguments: str, why:
     url = reverse("chat:tool_call_case", args=[made.pk, call_of(made).pk])
     form = {"set_name": "cards", "expect": "other", "tool": "search_cards", "arguments": arguments}
 
-    response = logged_in(made.owner).post(url, form, **HTMX)
+    response = make.logged_in(made.owner).post(url, form, **HTMX)
 
     assert response.status_code == 422
     assert alerts(response.content.decode()) == [f"Expected arguments: {why}."]
@@ -141,7 +134,7 @@ def test_the_same_lengths_everywhere(made: Conversation) -> None:
     come: the chat's forms, the admin's, and the command line."""
     call, root = call_of(made), staff()
     long_note, long_arguments = "n" * (NOTE_CHARS + 1), '{"q": "%s"}' % ("a" * ARGUMENT_CHARS)
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
     annotate = reverse("chat:tool_call_annotation", args=[made.pk, call.pk])
     for form in ({"note": long_note}, {"expected_tool": "t", "expected_arguments": long_arguments}):
         assert ada.post(annotate, {"verdict": "bad", **form}, **HTMX).status_code == 422
@@ -192,7 +185,7 @@ def plant(conversation: Conversation) -> tuple[Annotation, Case]:
 def pages(
     conversation: Conversation, mark: Annotation, case: Case
 ) -> dict[str, tuple[Client, str]]:
-    call, ada, root = call_of(conversation), logged_in(conversation.owner), staff()
+    call, ada, root = call_of(conversation), make.logged_in(conversation.owner), staff()
     return {
         "tool call details": (
             ada,
@@ -245,7 +238,7 @@ def test_stored_lone_surrogates_are_repaired_and_every_page_renders(made: Conver
         out = io.StringIO()
         call_command("cases", *command, stdout=out, stderr=io.StringIO())
         assert "\ufffd" in out.getvalue() or "\\ufffd" in out.getvalue(), command
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
     annotate = reverse("chat:tool_call_annotation", args=[made.pk, call_of(made).pk])
     assert ada.post(annotate, {"verdict": "good"}, **HTMX).status_code == 200
     assert ada.post(annotate, {"action": "clear"}, **HTMX).status_code == 200

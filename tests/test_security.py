@@ -47,12 +47,6 @@ def make_user(name: str, password: str | None = None, **fields: Any) -> Any:
     return get_user_model().objects.create_user(name, password=password, **fields)
 
 
-def logged_in(user: Any, *, csrf: bool = False) -> Client:
-    client = Client(enforce_csrf_checks=csrf)
-    client.force_login(user)
-    return client
-
-
 def admin_url(model: type[Model], view: str, *args: object) -> str:
     return reverse(f"admin:chat_{model._meta.model_name}_{view}", args=args)
 
@@ -177,7 +171,7 @@ def test_the_api_key_reaches_the_provider_and_nowhere_else(
     surfaces["database rows"] = rows()
     surfaces["export --format full"] = command("export_transcripts", "--format", "full")
     surfaces["export --format openai"] = command("export_transcripts", "--format", "openai")
-    web = logged_in(root)
+    web = make.logged_in(root)
     for url in [
         reverse("chat:conversation_detail", args=[conversation.pk]),
         reverse("chat:conversation_settings", args=[conversation.pk]),
@@ -247,7 +241,7 @@ FORMS: dict[str, Callable[[Conversation], tuple[str, dict[str, Any]]]] = {
 def test_a_post_without_a_csrf_token_is_refused_and_changes_nothing(form: str) -> None:
     root = make_user("root", is_staff=True, is_superuser=True)
     conversation = make.new_conversation(root, title="kept")
-    web = logged_in(root, csrf=True)
+    web = make.logged_in(root, csrf=True)
     page = reverse("chat:conversation_detail", args=[conversation.pk])
     url, data = FORMS[form](conversation)
 
@@ -284,7 +278,7 @@ def test_the_admin_login_form_needs_a_csrf_token() -> None:
 def test_another_users_pages_are_404_and_untouched() -> None:
     me = make_user("ada")
     theirs = make.new_conversation(make_user("mallory"), title="secret plans")
-    web = logged_in(me)
+    web = make.logged_in(me)
     before = rows()
     for name in ["conversation_detail", "conversation_settings"]:
         assert web.get(reverse(f"chat:{name}", args=[theirs.pk])).status_code == 404
@@ -306,7 +300,7 @@ def test_the_admin_sends_non_staff_users_to_its_login() -> None:
     transcripts.append_messages(
         conversation, [agent.ChatMessage(role="user", content="x")], run=run
     )
-    web = logged_in(make_user("bob"))
+    web = make.logged_in(make_user("bob"))
     for url in admin_pages():
         response = web.get(url)
         assert response.status_code == 302 and "/admin/login/" in response["Location"], url
@@ -626,7 +620,7 @@ def plant(owner: Any) -> tuple[Conversation, Conversation]:
 def test_payloads_in_stored_rows_render_escaped_on_the_conversation_page() -> None:
     owner = make_user("ada")
     conversation, live = plant(owner)
-    web = logged_in(owner)
+    web = make.logged_in(owner)
 
     html = web.get(reverse("chat:conversation_detail", args=[conversation.pk])).content.decode()
     found = audit(html)
@@ -648,7 +642,7 @@ def test_payloads_in_stored_rows_render_escaped_on_the_conversation_page() -> No
 def test_payloads_in_stored_rows_render_escaped_in_the_admin() -> None:
     owner = make_user("root", is_staff=True, is_superuser=True)
     conversation, _ = plant(owner)
-    web = logged_in(owner)
+    web = make.logged_in(owner)
     problems = {}
     for url in admin_pages():
         response = web.get(url)

@@ -11,6 +11,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import User
+from django.test import Client
 from django.utils import timezone
 
 from chat import agent, transcripts
@@ -25,6 +26,13 @@ T0 = datetime(2025, 3, 1, 9, 30, 0, 123456, tzinfo=UTC)
 def user(name: str = "ada", **fields: Any) -> User:
     found, _ = get_user_model().objects.get_or_create(username=name, defaults=fields)
     return found
+
+
+def logged_in(user: Any, *, csrf: bool = False) -> Client:
+    """A test client signed in as `user` (checking CSRF tokens as a browser's would, if asked)."""
+    client = Client(enforce_csrf_checks=csrf)
+    client.force_login(user)
+    return client
 
 
 def conversation(owner: User, title: str = "", **parameters: Any) -> Conversation:

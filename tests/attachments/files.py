@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import io
+from typing import Any
 
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.urls import reverse
 from PIL import Image
 from pypdf import PdfWriter
 from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+
+from chat import agent, transcripts
+from chat.models import Conversation
+from chat.testing import factories as make
+from chat.transcripts import attachments
 
 
 def png(width: int = 24, height: int = 16, colour: tuple[int, int, int] = (30, 120, 220)) -> bytes:
@@ -52,3 +61,26 @@ def bomb() -> bytes:
     buffer = io.BytesIO()
     Image.new("1", (20_000, 20_000)).save(buffer, "PNG", optimize=True)
     return buffer.getvalue()
+
+
+def upload(client: Client, conversation: Conversation, name: str, data: bytes, kind: str) -> Any:
+    """The composer's upload of one file, answered with its token or its one refusal line."""
+    url = reverse("chat:attachment_upload", args=[conversation.pk])
+    return client.post(url, {"file": SimpleUploadedFile(name, data, content_type=kind)})
+
+
+def chat_with_files(
+    owner: Any, title: str, question: str, answer: str, *files: tuple[str, bytes, str]
+) -> Conversation:
+    """A conversation of one turn whose question carried these files (name, bytes, claimed
+    type), each through the gate and stored."""
+    conversation = make.conversation(owner, title)
+    values = tuple(attachments.admit_and_store(*file) for file in files)
+    transcripts.append_messages(
+        conversation,
+        [
+            agent.ChatMessage(role="user", content=question, attachments=values),
+            agent.ChatMessage(role="assistant", content=answer),
+        ],
+    )
+    return conversation

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 
 import pytest
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 
@@ -21,25 +19,16 @@ from . import files as made_files
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def logged_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
-def upload(client: Client, conversation: Conversation, name: str, data: bytes, kind: str) -> Any:
-    url = reverse("chat:attachment_upload", args=[conversation.pk])
-    return client.post(url, {"file": SimpleUploadedFile(name, data, content_type=kind)})
-
-
 @pytest.fixture
 def sent() -> Message:
     """A message of ada's carrying an image and a CSV, sent as the composer sends them."""
     made = make.conversation(make.user("ada"), "Files")
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
     tokens = [
-        upload(ada, made, "chart.png", made_files.png(), "image/png").json()["token"],
-        upload(ada, made, "sales.csv", b"region,total\nnorth,12\n", "text/csv").json()["token"],
+        made_files.upload(ada, made, "chart.png", made_files.png(), "image/png").json()["token"],
+        made_files.upload(ada, made, "sales.csv", b"region,total\nnorth,12\n", "text/csv").json()[
+            "token"
+        ],
     ]
 
     async def go() -> list[str]:
@@ -67,7 +56,7 @@ def url(message: Message, number: int) -> str:
 
 
 def test_the_owner_gets_an_image_inline_and_a_file_as_a_download(sent: Message) -> None:
-    owner = logged_in(sent.conversation.owner)
+    owner = make.logged_in(sent.conversation.owner)
 
     image = owner.get(url(sent, 1))
     table = owner.get(url(sent, 2))
@@ -85,31 +74,31 @@ def test_the_owner_gets_an_image_inline_and_a_file_as_a_download(sent: Message) 
 
 
 def test_a_team_reader_of_a_shared_conversation_reads_its_files(sent: Message) -> None:
-    bob = logged_in(make.user("bob"))
+    bob = make.logged_in(make.user("bob"))
     assert bob.get(url(sent, 1)).status_code == 404
     Conversation.objects.filter(pk=sent.conversation_id).update(shared=True)
 
     assert bob.get(url(sent, 1)).status_code == 200
     # Reading is not writing: a team reader uploads nothing to it.
-    refused = upload(bob, sent.conversation, "x.txt", b"hi", "text/plain")
+    refused = made_files.upload(bob, sent.conversation, "x.txt", b"hi", "text/plain")
     assert refused.status_code == 404
 
 
 def test_strangers_and_anonymous_visitors_get_nothing(sent: Message) -> None:
-    stranger = logged_in(make.user("mallory"))
+    stranger = make.logged_in(make.user("mallory"))
     assert stranger.get(url(sent, 1)).status_code == 404
     anonymous = Client().get(url(sent, 1))
     assert anonymous.status_code == 302 and "/login/" in anonymous["Location"]
     # A message of another conversation is not reached through one the visitor may read.
     own = make.conversation(stranger_user := make.user("eve"))
     wrong = reverse("chat:attachment", args=[own.pk, sent.pk, 1])
-    assert logged_in(stranger_user).get(wrong).status_code == 404
+    assert make.logged_in(stranger_user).get(wrong).status_code == 404
 
 
 def test_an_upload_refused_says_why_in_one_line(sent: Message) -> None:
-    owner = logged_in(sent.conversation.owner)
+    owner = make.logged_in(sent.conversation.owner)
 
-    answer = upload(owner, sent.conversation, "photo.png", b"not an image", "image/png")
+    answer = made_files.upload(owner, sent.conversation, "photo.png", b"not an image", "image/png")
 
     assert answer.status_code == 400
     assert json.loads(answer.content) == {

@@ -14,7 +14,6 @@ import pytest
 from django.conf import LazySettings
 from django.core.management import CommandError, call_command
 
-from chat import agent, transcripts
 from chat.evals import cases, replay
 from chat.models import Case, ResultVerdict
 from chat.testing import factories as make
@@ -34,17 +33,13 @@ def files_under(root: Any) -> list[Path]:
 
 def kept_case(owner: Any) -> Case:
     """A case made from a chat whose question carried a PNG and a CSV."""
-    conversation = make.conversation(owner, "Cards")
-    values = (
-        attachments.admit_and_store("card.png", made.png(), "image/png"),
-        attachments.admit_and_store("cards.csv", CSV, "text/csv"),
-    )
-    transcripts.append_messages(
-        conversation,
-        [
-            agent.ChatMessage(role="user", content="Which card is this?", attachments=values),
-            agent.ChatMessage(role="assistant", content="The pills card."),
-        ],
+    conversation = made.chat_with_files(
+        owner,
+        "Cards",
+        "Which card is this?",
+        "The pills card.",
+        ("card.png", made.png(), "image/png"),
+        ("cards.csv", CSV, "text/csv"),
     )
     return cases.save_case(conversation, 0, set_name="cards", user=owner)
 

@@ -15,7 +15,6 @@ import pytest
 from django.conf import LazySettings
 from django.core.management import CommandError, call_command
 
-from chat import agent, transcripts
 from chat.models import Conversation, Message
 from chat.testing import factories as make
 from chat.transcripts import attachments
@@ -62,17 +61,13 @@ def full_line(tmp_path: Path, settings: LazySettings) -> dict[str, Any]:
     """A full line whose first message carries a PNG and a CSV; exported, then its
     conversation deleted and the storage emptied (another site's)."""
     owner = make.user("ada")
-    conversation = make.conversation(owner, "files")
-    values = (
-        attachments.admit_and_store("chart.png", made.png(), "image/png"),
-        attachments.admit_and_store("notes.csv", CSV, "text/csv"),
-    )
-    transcripts.append_messages(
-        conversation,
-        [
-            agent.ChatMessage(role="user", content="Look", attachments=values),
-            agent.ChatMessage(role="assistant", content="Seen."),
-        ],
+    made.chat_with_files(
+        owner,
+        "files",
+        "Look",
+        "Seen.",
+        ("chart.png", made.png(), "image/png"),
+        ("notes.csv", CSV, "text/csv"),
     )
     out = StringIO()
     call_command("export_transcripts", "--format", "full", stdout=out, stderr=StringIO())
