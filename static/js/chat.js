@@ -669,6 +669,8 @@
     if (!slot || !slot.classList || !slot.classList.contains("case-slot")) return;
     var form = slot.querySelector("[data-case-form]");
     var focus;
+    // Whoever is already typing in the form keeps their place.
+    if (form && form.contains(document.activeElement)) return;
     if (form) {
       focus = form.querySelector('[aria-invalid="true"]')
         || (form.querySelector("[role=alert]") && form.querySelector("[type=submit]"))

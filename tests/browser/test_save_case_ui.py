@@ -109,12 +109,20 @@ def test_save_a_reply_and_an_annotated_tool_call_as_cases(
     from_mark = panel.get_by_role("button", name=FROM_ADA)
     from_mark.click()
     form = panel.get_by_role("form", name="Save as case")
+    expect(form.get_by_role("combobox", name="Case set")).to_be_focused()
     expect(form.get_by_role("radio", name=re.compile("^What the annotations say"))).to_be_checked()
     expect(form.get_by_role("combobox", name="Case set")).to_have_value("default")
 
     # A refusal keeps what was typed; then the annotation's call is saved in another set.
-    form.get_by_role("textbox", name=re.compile("^Arguments")).fill('{"timezone": }')
+    arguments = form.get_by_role("textbox", name=re.compile("^Arguments"))
+    arguments.fill('{"timezone": }')
     expect(form.get_by_role("radio", name="Another call")).to_be_checked()
+    # A form that settles late does not take the focus from whoever is typing in it already.
+    form.evaluate(
+        """form => form.closest(".case-slot").dispatchEvent(new CustomEvent("htmx:afterSettle",
+        {bubbles: true, detail: {target: form.closest(".case-slot")}}))"""
+    )
+    expect(arguments).to_be_focused()
     form.get_by_role("combobox", name="Tool").fill("get_current_time")
     form.get_by_role("button", name="Save case").click()
     expect(form.get_by_role("alert")).to_contain_text("Expected arguments are not valid JSON")
@@ -137,6 +145,7 @@ def test_save_a_reply_and_an_annotated_tool_call_as_cases(
         area.get_by_role("button", name="Save as case").click()
         form = area.get_by_role("form", name="Save as case")
         expect(form.get_by_role("combobox", name="Case set")).to_have_value("cards")
+        expect(form.get_by_role("combobox", name="Case set")).to_be_focused()
         form.get_by_role("radio", name="Another call").check()
         form.get_by_role("combobox", name="Tool").fill("get_current_time")
         form.get_by_role("textbox", name=re.compile("^Arguments")).fill("[1, 2]")
