@@ -6,7 +6,6 @@ Whoever may read a conversation may download it: its owner, and the team when it
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
@@ -56,14 +55,12 @@ def pieces(conversation: Conversation, kind: str) -> Iterator[str]:
     """The file's text in pieces. Raises ExportRefused (openai) before the first one."""
     if kind == "markdown":
         return markdown.document(conversation, export.active_rows(conversation))
-    if kind == "full":
-        return _line(conversation)
-    record = export.openai_record(conversation)
-    return iter([json.dumps(record, ensure_ascii=False), "\n"])
+    texts = export.full_text(conversation) if kind == "full" else export.openai_text(conversation)
+    return _line(texts)
 
 
-def _line(conversation: Conversation) -> Iterator[str]:
-    yield from export.full_text(conversation)
+def _line(texts: Iterator[str]) -> Iterator[str]:
+    yield from texts
     yield "\n"
 
 
