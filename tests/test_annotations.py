@@ -4,7 +4,6 @@ reply or a tool call Good or Bad, with a note and the call they expected; the pa
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -22,12 +21,6 @@ from tests.test_security import audit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 HTMX = {"HTTP_HX_REQUEST": "true"}
-
-
-def logged_in(user: Any, *, csrf: bool = False) -> Client:
-    client = Client(enforce_csrf_checks=csrf)
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -170,7 +163,7 @@ def test_readable_by_follows_the_conversation(made: Conversation) -> None:
 
 
 def test_mark_a_reply_then_change_it_then_clear_it(made: Conversation) -> None:
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
 
     response = ada.post(reply_url(made), {"verdict": "good", "note": ""}, **HTMX)
     html = response.content.decode()
@@ -216,7 +209,7 @@ def test_mark_a_reply_then_change_it_then_clear_it(made: Conversation) -> None:
 
 
 def test_a_note_alone_is_saved_and_nothing_at_all_is_refused(made: Conversation) -> None:
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
     response = ada.post(
         reply_url(made), {"action": "save", "current": "", "note": "Half a thought <b>"}, **HTMX
     )
@@ -237,7 +230,7 @@ def test_a_note_alone_is_saved_and_nothing_at_all_is_refused(made: Conversation)
 
 
 def test_mark_a_tool_call_with_the_expected_call(made: Conversation) -> None:
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
     response = ada.post(
         call_url(made),
         {
@@ -293,7 +286,7 @@ def test_mark_a_tool_call_with_the_expected_call(made: Conversation) -> None:
 def test_bad_input_is_refused_with_one_line_and_kept(
     made: Conversation, fields: dict[str, str], line: str
 ) -> None:
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
     ada.post(call_url(made), {"verdict": "good", "note": "first"}, **HTMX)
     before = Annotation.objects.get()
 
@@ -318,7 +311,7 @@ def test_bad_input_is_refused_with_one_line_and_kept(
 
 
 def test_a_reply_has_no_expected_call(made: Conversation) -> None:
-    response = logged_in(made.owner).post(
+    response = make.logged_in(made.owner).post(
         reply_url(made), {"verdict": "bad", "expected_tool": "x", "no_tool": "on"}, **HTMX
     )
     assert response.status_code == 200
@@ -329,7 +322,7 @@ def test_a_reply_has_no_expected_call(made: Conversation) -> None:
 def test_a_reply_still_being_written_is_not_judged(made: Conversation) -> None:
     running = Run.objects.create(conversation=made, created_by=made.owner)
     url = reverse("chat:reply_annotation", args=[made.pk, running.pk])
-    response = logged_in(made.owner).post(url, {"verdict": "bad"}, **HTMX)
+    response = make.logged_in(made.owner).post(url, {"verdict": "bad"}, **HTMX)
     assert response.status_code == 409
     assert alerts(response.content.decode()) == [
         "The reply is still being written: judge it once it is finished."
@@ -338,7 +331,7 @@ def test_a_reply_still_being_written_is_not_judged(made: Conversation) -> None:
 
 
 def test_without_htmx_a_post_goes_back_to_the_page(made: Conversation) -> None:
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
     response = ada.post(reply_url(made), {"verdict": "good"})
     detail = reverse("chat:conversation_detail", args=[made.pk])
     assert response.status_code == 302
@@ -350,7 +343,7 @@ def test_without_htmx_a_post_goes_back_to_the_page(made: Conversation) -> None:
 
 def test_the_block_on_its_own(made: Conversation) -> None:
     Annotation.objects.create(author=made.owner, run=run_of(made), verdict="bad", note="hm")
-    response = logged_in(made.owner).get(reply_url(made))
+    response = make.logged_in(made.owner).get(reply_url(made))
     assert response.status_code == 200
     html = response.content.decode()
     assert pressed(html, "bad") and "hm" in html and "hx-trigger" not in html
@@ -368,7 +361,7 @@ def test_anonymous_users_are_sent_to_log_in(made: Conversation) -> None:
 
 def test_an_outsider_gets_404_on_a_private_conversation(made: Conversation) -> None:
     Annotation.objects.create(author=made.owner, run=run_of(made), verdict="bad", note="secret")
-    mallory = logged_in(make.user("mallory"))
+    mallory = make.logged_in(make.user("mallory"))
     for url in (reply_url(made), call_url(made)):
         assert mallory.get(url).status_code == 404
         assert mallory.post(url, {"verdict": "good"}, **HTMX).status_code == 404
@@ -379,7 +372,7 @@ def test_an_outsider_gets_404_on_a_private_conversation(made: Conversation) -> N
 def test_a_tool_call_is_reached_only_through_its_own_conversation(made: Conversation) -> None:
     mine = make.conversation(make.user("mallory"), enabled_tools=["get_current_time"])
     make.run_turn(mine, "what time is it?", ScriptedChatClient())
-    mallory = logged_in(mine.owner)
+    mallory = make.logged_in(mine.owner)
     crossed = [
         reverse("chat:tool_call_annotation", args=[mine.pk, call_of(made).pk]),
         reverse("chat:reply_annotation", args=[mine.pk, run_of(made).pk]),
@@ -397,7 +390,7 @@ def test_a_teammate_annotates_a_shared_conversation_which_stays_as_it_is(
     made.refresh_from_db()
     touched = made.updated_at
     Annotation.objects.create(author=made.owner, run=run_of(made), verdict="good", note="fine")
-    bob = logged_in(make.user("bob"))
+    bob = make.logged_in(make.user("bob"))
 
     html = page(bob, made)
     assert "Good 1" in html and not pressed(html, "good")  # ada's, not bob's
@@ -416,7 +409,7 @@ def test_a_teammate_annotates_a_shared_conversation_which_stays_as_it_is(
 
 
 def test_annotating_needs_a_csrf_token(made: Conversation) -> None:
-    ada = logged_in(made.owner, csrf=True)
+    ada = make.logged_in(made.owner, csrf=True)
     assert ada.post(reply_url(made), {"verdict": "bad"}, **HTMX).status_code == 403
     html = page(ada, made)
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', html)
@@ -437,7 +430,7 @@ def test_the_page_shows_marks_notes_and_the_pills_marker(made: Conversation) -> 
     Annotation.objects.create(author=bob, run=run, verdict="good")
     Annotation.objects.create(author=bob, run=run, verdict="bad", tool_call=call, expected=NO_TOOL)
 
-    html = page(logged_in(made.owner), made)
+    html = page(make.logged_in(made.owner), made)
     assert pressed(html, "bad") and not pressed(html, "good")
     assert "Good 1 · Bad 1" in html and 'title="Good: bob · Bad: ada"' in html
     assert "Wrong zone &lt;script&gt;" in html and "<script>" not in html.split("</head>")[1]
@@ -447,7 +440,7 @@ def test_the_page_shows_marks_notes_and_the_pills_marker(made: Conversation) -> 
     assert audit(html).problems == []
 
     detail = (
-        logged_in(made.owner)
+        make.logged_in(made.owner)
         .get(reverse("chat:tool_call_detail", args=[made.pk, call.pk]))
         .content.decode()
     )
@@ -458,7 +451,7 @@ def test_the_page_shows_marks_notes_and_the_pills_marker(made: Conversation) -> 
 
 
 def test_an_unannotated_reply_shows_the_controls_and_no_summary(made: Conversation) -> None:
-    html = page(logged_in(made.owner), made)
+    html = page(make.logged_in(made.owner), made)
     assert not pressed(html, "good") and not pressed(html, "bad")
     assert "annotate-summary" not in html and "annotation-list" not in html
     assert re.search(r'<span class="call-mark" id="call-mark-\d+"></span>', html)
@@ -479,7 +472,7 @@ def test_page_queries_do_not_grow_with_annotations(made: Conversation) -> None:
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
 
     def count() -> int:
         with CaptureQueriesContext(connection) as captured:
@@ -528,7 +521,7 @@ def test_judgements_count_and_pick_the_readers_own(made: Conversation) -> None:
 
 
 def test_the_refused_field_is_the_one_marked_invalid(made: Conversation) -> None:
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
     cases = {
         "annotate-arguments-call-": {
             "verdict": "bad",
@@ -562,7 +555,7 @@ def test_payloads_in_annotations_render_escaped_in_the_admin(made: Conversation)
         note=evil,
         expected={"tool": evil, "arguments": {"q": evil}},
     )
-    root = logged_in(make.user("root", is_staff=True, is_superuser=True))
+    root = make.logged_in(make.user("root", is_staff=True, is_superuser=True))
     pages = [
         reverse("admin:chat_annotation_changelist"),
         reverse("admin:chat_run_change", args=[run_of(made).pk]),
@@ -577,5 +570,5 @@ def test_payloads_in_annotations_render_escaped_in_the_admin(made: Conversation)
         html = response.content.decode()
         assert audit(html).problems == [], url
         assert "&lt;img src=x onerror=alert(1)&gt;" in html, url
-    chat = page(logged_in(made.owner), made)
+    chat = page(make.logged_in(made.owner), made)
     assert audit(chat).problems == [] and "&lt;script&gt;alert(1)&lt;/script&gt;" in chat

@@ -23,12 +23,6 @@ from chat.transcripts import export, markdown
 pytestmark = pytest.mark.django_db
 
 
-def logged_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 def url(made: Conversation, kind: str) -> str:
     return reverse("chat:conversation_download", args=[made.pk, kind])
 
@@ -70,7 +64,7 @@ def made() -> Conversation:
 def test_each_format_is_an_attachment_named_after_the_title(
     made: Conversation, kind: str, content_type: str, name: str
 ) -> None:
-    response = logged_in(made.owner).get(url(made, kind))
+    response = make.logged_in(made.owner).get(url(made, kind))
     assert response.status_code == 200
     assert response["Content-Type"] == content_type
     expected = name.format(pk=made.pk)
@@ -79,7 +73,7 @@ def test_each_format_is_an_attachment_named_after_the_title(
 
 
 def test_the_files_are_the_export_formats_and_the_markdown(made: Conversation) -> None:
-    owner = logged_in(made.owner)
+    owner = make.logged_in(made.owner)
     fetched = Conversation.objects.for_export(full=True).get(pk=made.pk)
     assert json.loads(body(owner.get(url(made, "full")))) == export.full_record(fetched)
     light = Conversation.objects.for_export(full=False).get(pk=made.pk)
@@ -94,7 +88,7 @@ def test_the_files_are_the_export_formats_and_the_markdown(made: Conversation) -
 def test_a_teammate_downloads_a_shared_conversation_and_no_one_else_does(
     made: Conversation,
 ) -> None:
-    bob = logged_in(make.user("bob"))
+    bob = make.logged_in(make.user("bob"))
     assert bob.get(url(made, "markdown")).status_code == 404
     assert bob.get(url(made, "full")).status_code == 404
     Conversation.objects.filter(pk=made.pk).update(shared=True)
@@ -105,7 +99,7 @@ def test_a_teammate_downloads_a_shared_conversation_and_no_one_else_does(
 
 
 def test_an_unknown_format_or_a_post_is_refused(made: Conversation) -> None:
-    owner = logged_in(made.owner)
+    owner = make.logged_in(made.owner)
     assert (
         owner.get(reverse("chat:conversation_download", args=[made.pk, "pdf"])).status_code == 404
     )
@@ -117,7 +111,7 @@ def test_a_refused_openai_export_comes_back_to_the_page_with_the_reason(
 ) -> None:
     run = Run.objects.create(conversation=made, status="in_progress", model="m-1")
     transcripts.append_messages(made, [agent.ChatMessage(role="user", content="And now?")], run=run)
-    owner = logged_in(made.owner)
+    owner = make.logged_in(made.owner)
     response = owner.get(url(made, "openai"))
     assert response.status_code == 302
     assert response["Location"] == reverse("chat:conversation_detail", args=[made.pk])
@@ -132,7 +126,7 @@ def test_a_refused_openai_export_comes_back_to_the_page_with_the_reason(
 
 def test_an_empty_conversation(made: Conversation) -> None:
     empty = make.conversation(made.owner, "")
-    owner = logged_in(made.owner)
+    owner = make.logged_in(made.owner)
     assert "_No messages yet._" in body(owner.get(url(empty, "markdown")))
     response = owner.get(url(empty, "openai"))
     said = [str(message) for message in get_messages(response.wsgi_request)]
@@ -158,7 +152,7 @@ def test_filenames_are_safe(title: str, expected: str) -> None:
 
 def test_a_unicode_title_gets_an_ascii_fallback_in_the_header() -> None:
     made = make.conversation(make.user("ada"), "Café au lait")
-    response = logged_in(made.owner).get(url(made, "markdown"))
+    response = make.logged_in(made.owner).get(url(made, "markdown"))
     assert response["Content-Disposition"] == (
         f"attachment; filename*=utf-8''caf%C3%A9-au-lait-{made.pk}.md"
     )

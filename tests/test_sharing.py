@@ -21,24 +21,20 @@ from chat.testing.sockets import DONE, connect, frames_until, send
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def logged_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 @pytest.fixture
 def shared() -> Conversation:
     made = make.conversation(make.user("ada"), "Team notes", enabled_tools=["get_current_time"])
     make.run_turn(made, "what time is it?", ScriptedChatClient())
-    logged_in(made.owner).post(reverse("chat:conversation_share", args=[made.pk]), {"shared": "on"})
+    make.logged_in(made.owner).post(
+        reverse("chat:conversation_share", args=[made.pk]), {"shared": "on"}
+    )
     made.refresh_from_db()
     assert made.shared
     return made
 
 
 def test_a_teammate_reads_a_shared_conversation_and_writes_nothing(shared: Conversation) -> None:
-    bob = logged_in(make.user("bob"))
+    bob = make.logged_in(make.user("bob"))
     page = bob.get(reverse("chat:conversation_detail", args=[shared.pk]))
     html = page.content.decode()
     assert page.status_code == 200
@@ -70,9 +66,9 @@ def test_a_teammate_reads_a_shared_conversation_and_writes_nothing(shared: Conve
 
 
 def test_unshared_conversations_stay_private(shared: Conversation) -> None:
-    owner = logged_in(shared.owner)
+    owner = make.logged_in(shared.owner)
     owner.post(reverse("chat:conversation_share", args=[shared.pk]), {})
-    bob = logged_in(make.user("bob"))
+    bob = make.logged_in(make.user("bob"))
     assert bob.get(reverse("chat:conversation_detail", args=[shared.pk])).status_code == 404
     assert Client().get(reverse("chat:conversation_detail", args=[shared.pk])).status_code == 302
 
@@ -115,7 +111,7 @@ async def test_unsharing_closes_the_readers_open_socket(shared: Conversation) ->
     writer = await connect(owner, shared)
 
     url = reverse("chat:conversation_share", args=[shared.pk])
-    await database_sync_to_async(lambda: logged_in(shared.owner).post(url, {}))()
+    await database_sync_to_async(lambda: make.logged_in(shared.owner).post(url, {}))()
 
     assert "The owner stopped sharing this conversation." in await reader.receive_from(timeout=5)
     closed = await reader.receive_output(timeout=5)
@@ -143,7 +139,7 @@ async def connect_refused(user: Any, conversation: Conversation) -> int:
 # The header: Share (the owner's, the same rule as the sidebar's form), Copy link, Continue in my
 # own copy (a reader's), Download.
 def test_the_owner_shares_from_the_header_and_copies_the_link(shared: Conversation) -> None:
-    owner = logged_in(shared.owner)
+    owner = make.logged_in(shared.owner)
     html = owner.get(reverse("chat:conversation_detail", args=[shared.pk])).content.decode()
     header = html.partition('class="chat-header"')[2].partition("</header>")[0]
     share = reverse("chat:conversation_share", args=[shared.pk])
@@ -162,7 +158,7 @@ def test_the_owner_shares_from_the_header_and_copies_the_link(shared: Conversati
 
 
 def test_a_reader_sees_who_shares_it_and_may_continue_in_a_copy(shared: Conversation) -> None:
-    bob = logged_in(make.user("bob"))
+    bob = make.logged_in(make.user("bob"))
     html = bob.get(reverse("chat:conversation_detail", args=[shared.pk])).content.decode()
     header = html.partition('class="chat-header"')[2].partition("</header>")[0]
     assert "Shared by ada</span></summary>" in header
@@ -176,7 +172,7 @@ def test_continue_in_my_own_copy_forks_for_the_reader_through_what_they_read(
     shared: Conversation,
 ) -> None:
     bob = make.user("bob")
-    web = logged_in(bob)
+    web = make.logged_in(bob)
     before = list(shared.messages.active().values_list("index", "content"))
     response = web.post(reverse("chat:conversation_copy", args=[shared.pk]))
     copy = Conversation.objects.get(parent=shared)
@@ -194,7 +190,7 @@ def test_continue_in_my_own_copy_forks_for_the_reader_through_what_they_read(
 def test_from_an_earlier_window_the_copy_ends_where_the_reader_was(shared: Conversation) -> None:
     """Messages 0-3: a question, a tool call, its result, a reply. Reading up to message 1 (the
     call), the copy takes its whole round: a tool round is never cut in half."""
-    bob = logged_in(make.user("bob"))
+    bob = make.logged_in(make.user("bob"))
     bob.post(reverse("chat:conversation_copy", args=[shared.pk]), {"before": "2"})
     assert Conversation.objects.get(parent=shared).forked_at == 2
     bob.post(reverse("chat:conversation_copy", args=[shared.pk]), {"before": "1"})
@@ -204,7 +200,7 @@ def test_from_an_earlier_window_the_copy_ends_where_the_reader_was(shared: Conve
 
 @pytest.mark.parametrize("before", ["-1", "x", "99999999999", ""])
 def test_a_bad_reading_point_means_the_latest(shared: Conversation, before: str) -> None:
-    logged_in(make.user("bob")).post(
+    make.logged_in(make.user("bob")).post(
         reverse("chat:conversation_copy", args=[shared.pk]), {"before": before}
     )
     assert Conversation.objects.get(parent=shared).forked_at == 3
@@ -212,7 +208,7 @@ def test_a_bad_reading_point_means_the_latest(shared: Conversation, before: str)
 
 def test_a_copy_is_refused_where_it_must_be(shared: Conversation) -> None:
     copy = reverse("chat:conversation_copy", args=[shared.pk])
-    bob = logged_in(make.user("bob"))
+    bob = make.logged_in(make.user("bob"))
     assert bob.get(copy).status_code == 405
     assert Client().post(copy).status_code == 302  # to the login page
     Run.objects.create(conversation=shared, status="in_progress", model="m")
@@ -230,13 +226,15 @@ def test_a_copy_is_refused_where_it_must_be(shared: Conversation) -> None:
 def test_an_empty_shared_conversation_has_nothing_to_copy() -> None:
     empty = make.conversation(make.user("ada"), "Empty")
     Conversation.objects.filter(pk=empty.pk).update(shared=True)
-    response = logged_in(make.user("bob")).post(reverse("chat:conversation_copy", args=[empty.pk]))
+    response = make.logged_in(make.user("bob")).post(
+        reverse("chat:conversation_copy", args=[empty.pk])
+    )
     said = [str(message) for message in get_messages(response.wsgi_request)]
     assert said == ["No copy was made: this conversation has no messages yet."]
 
 
 def test_a_reader_forks_from_the_message_they_choose(shared: Conversation) -> None:
-    bob = logged_in(make.user("bob"))
+    bob = make.logged_in(make.user("bob"))
     url = reverse("chat:fork_message", args=[shared.pk, 0])
     page = bob.get(url).content.decode()
     assert reverse("chat:conversation_rename", args=[shared.pk]) not in page  # not theirs

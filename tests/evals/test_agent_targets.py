@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from channels.db import database_sync_to_async as sync
-from django.test import AsyncClient, Client
+from django.test import AsyncClient
 from django.urls import reverse
 
 from chat import access, agents
@@ -52,12 +52,6 @@ def by_prompt(body: Any) -> ScriptedResponse | None:
 def prompted(fake_openai: FakeOpenAIServer) -> FakeOpenAIServer:
     fake_openai.responder = by_prompt
     return fake_openai
-
-
-def logged_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def agent_of(
@@ -110,7 +104,7 @@ def test_the_targets_offer_the_versions_of_the_agents_the_user_may_use() -> None
     agent_of(ada, "Ada's own", visibility=Visibility.PRIVATE)
     agent_of(bob, "Bob's secret", visibility=Visibility.PRIVATE)
 
-    page = logged_in(ada).get(reverse("chat:evals:compare")).content.decode()
+    page = make.logged_in(ada).get(reverse("chat:evals:compare")).content.decode()
 
     assert options(page, "Agents") == [
         "Ada&#x27;s own v1 (published)",
@@ -123,12 +117,12 @@ def test_the_targets_offer_the_versions_of_the_agents_the_user_may_use() -> None
     assert f'<option value="agent-{v2.pk}">Support v2</option>' in page
     assert page.count('<optgroup label="Agents">') == 3  # one list per target
     made_for.search_case(ada)  # the Run form shows once there is a set
-    run_page = logged_in(ada).get(reverse("chat:evals:index")).content.decode()
+    run_page = make.logged_in(ada).get(reverse("chat:evals:index")).content.decode()
     assert options(run_page, "Agents") == options(page, "Agents")
 
 
 def test_without_agents_the_targets_are_the_endpoints_alone() -> None:
-    page = logged_in(make.user("ada")).get(reverse("chat:evals:compare")).content.decode()
+    page = make.logged_in(make.user("ada")).get(reverse("chat:evals:compare")).content.decode()
     assert "<optgroup" not in page
     assert (
         '<option value="default" selected>Server default · Scripted model (offline)</option>'
@@ -147,7 +141,7 @@ def test_each_agent_offers_its_newest_versions_and_its_published_one(
         )
     for name in ("Billing", "Triage", "Returns"):
         next_version(agent_of(ada, name), TIMING, user=ada)
-    client = logged_in(ada)
+    client = make.logged_in(ada)
 
     # However many agents and versions; one of them finds the case set to start with.
     with django_assert_max_num_queries(13):
@@ -171,7 +165,7 @@ def test_a_private_agent_of_someone_else_is_refused_in_one_line() -> None:
     case = made_for.search_case(ada)
     secret = agent_of(make.user("bob"), "Secret", visibility=Visibility.PRIVATE)
 
-    response = logged_in(ada).post(
+    response = make.logged_in(ada).post(
         reverse("chat:evals:compare"),
         compare_data(case.case_set, "default", f"agent-{secret.published_id}"),
     )
@@ -186,7 +180,7 @@ def test_a_model_typed_beside_an_agent_version_is_refused() -> None:
     case = made_for.search_case(ada)
     support = agent_of(ada)
 
-    response = logged_in(ada).post(
+    response = make.logged_in(ada).post(
         reverse("chat:evals:index"),
         {
             "case_set": case.case_set_id,
@@ -211,7 +205,7 @@ def test_a_deleted_version_is_refused_in_one_line() -> None:
     chosen = f"agent-{draft.pk}"
     AgentVersion.objects.filter(pk=draft.pk).delete()
 
-    response = logged_in(ada).post(
+    response = make.logged_in(ada).post(
         reverse("chat:evals:compare"),
         compare_data(case.case_set, f"agent-{support.published_id}", chosen),
     )
@@ -232,9 +226,9 @@ def test_a_version_on_a_profile_the_user_may_not_use_is_refused_in_one_line(
     bob = make.user("bob", is_superuser=True)  # may use every profile
     support = agent_of(bob, profile=private)
 
-    page = logged_in(ada).get(reverse("chat:evals:compare")).content.decode()
+    page = make.logged_in(ada).get(reverse("chat:evals:compare")).content.decode()
     assert "Support v1" not in page
-    response = logged_in(ada).post(
+    response = make.logged_in(ada).post(
         reverse("chat:evals:compare"),
         compare_data(case.case_set, "default", f"agent-{support.published_id}"),
     )
@@ -249,7 +243,7 @@ def test_an_evaluation_of_an_agent_version_records_it(prompted: FakeOpenAIServer
     case = made_for.search_case(ada)
     support = agent_of(ada, profile=shared_profile(prompted))
 
-    response = logged_in(ada).post(
+    response = make.logged_in(ada).post(
         reverse("chat:evals:index"),
         {"case_set": case.case_set_id, "target": f"agent-{support.published_id}", "repeat": 1},
     )
@@ -318,7 +312,7 @@ async def test_two_versions_of_an_agent_decide_differently_on_its_suite(
 def test_the_compare_page_for_an_agent_says_what_is_left_to_choose() -> None:
     ada = make.user("ada")
     lonely = agent_of(ada, "Lonely")
-    client = logged_in(ada)
+    client = make.logged_in(ada)
 
     page = client.get(f"{reverse('chat:evals:compare')}?agent={lonely.slug}").content.decode()
     assert "Lonely has no suite: choose a case set." in page

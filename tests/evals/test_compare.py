@@ -13,7 +13,7 @@ import pytest
 from channels.db import database_sync_to_async as sync
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
-from django.test import AsyncClient, Client
+from django.test import AsyncClient
 from django.urls import reverse
 
 from chat.evals import cases, compare, lifecycle, replay
@@ -111,7 +111,7 @@ def test_the_same_decision_on_both_targets_does_not_differ() -> None:
     (row,) = shown.rows
     assert not row.differs and [len(cell.results) for cell in row.cells] == [2, 2]
     assert [column.tally.rate for column in shown.columns] == ["100%", "100%"]
-    page = logged_in(ada).get(reverse("chat:evals:comparison", args=[comparison.pk]))
+    page = make.logged_in(ada).get(reverse("chat:evals:comparison", args=[comparison.pk]))
     html = page.content.decode()
     assert "cell-differs" not in html and "0 of 1 case decided differently" in html
     # Each target's heading, and each cell's own (the card shows it on a phone).
@@ -138,7 +138,7 @@ def test_a_target_that_answers_shows_its_final_answer() -> None:
 
     (row,) = compare.matrix(comparison).rows
     assert all(cell.results[0].answer.startswith("You said:") for cell in row.cells)
-    html = logged_in(ada).get(reverse("chat:evals:comparison", args=[comparison.pk]))
+    html = make.logged_in(ada).get(reverse("chat:evals:comparison", args=[comparison.pk]))
     assert html.content.decode().count("<summary>Final answer<") == 2
 
 
@@ -153,16 +153,16 @@ def test_compare_starts_with_the_only_set_or_the_one_last_replayed() -> None:
     ada, bob = make.user("ada"), make.user("bob")
     first = made_for.search_case(ada, set_name="first")
     url = reverse("chat:evals:compare")
-    assert selected_set(logged_in(bob).get(url).content.decode()) == str(first.case_set_id)
+    assert selected_set(make.logged_in(bob).get(url).content.decode()) == str(first.case_set_id)
 
     second = made_for.search_case(ada, set_name="second")
     replay.evaluate([second], replay.target(), user=ada, case_set=second.case_set)
     replay.evaluate([first], replay.target(), user=bob, case_set=first.case_set)
-    assert selected_set(logged_in(ada).get(url).content.decode()) == str(second.case_set_id)
-    assert selected_set(logged_in(bob).get(url).content.decode()) == str(first.case_set_id)
-    carol = logged_in(make.user("carol")).get(url).content.decode()
+    assert selected_set(make.logged_in(ada).get(url).content.decode()) == str(second.case_set_id)
+    assert selected_set(make.logged_in(bob).get(url).content.decode()) == str(first.case_set_id)
+    carol = make.logged_in(make.user("carol")).get(url).content.decode()
     assert selected_set(carol) == ""  # "Choose a case set"
-    chosen = logged_in(ada).get(f"{url}?set={first.case_set_id}").content.decode()
+    chosen = make.logged_in(ada).get(f"{url}?set={first.case_set_id}").content.decode()
     assert selected_set(chosen) == str(first.case_set_id)
 
 
@@ -175,12 +175,6 @@ def test_a_comparison_takes_two_or_three_targets() -> None:
                 [case], [replay.target()] * count, user=ada, case_set=case.case_set
             )
     assert not Comparison.objects.exists() and not EvalRun.objects.exists()
-
-
-def logged_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.mark.parametrize(
@@ -198,7 +192,7 @@ def test_bad_compare_input_is_one_line_and_keeps_what_was_typed(
     case = made_for.search_case(ada)
     typed = data | {"case_set": case.case_set_id, "model_1": "kept-model"}
 
-    response = logged_in(ada).post(reverse("chat:evals:compare"), typed)
+    response = make.logged_in(ada).post(reverse("chat:evals:compare"), typed)
 
     assert response.status_code == 422
     page = response.content.decode()
@@ -210,7 +204,9 @@ def test_bad_compare_input_is_one_line_and_keeps_what_was_typed(
 def test_compare_wants_a_case_set_unless_it_compares_a_conversation() -> None:
     ada = make.user("ada")
     made_for.search_case(ada)
-    response = logged_in(ada).post(reverse("chat:evals:compare"), targets("default", "default"))
+    response = make.logged_in(ada).post(
+        reverse("chat:evals:compare"), targets("default", "default")
+    )
     assert response.status_code == 422
     assert alerts(response.content.decode()) == ["Choose a case set."]
 
@@ -221,7 +217,7 @@ def test_a_profile_the_user_may_not_use_cannot_be_compared(fake_openai: FakeOpen
     private = ProviderProfile.objects.create(
         name="Private", base_url=fake_openai.base_url, api_key_env="", model=MODEL
     )
-    response = logged_in(ada).post(
+    response = make.logged_in(ada).post(
         reverse("chat:evals:compare"),
         targets("default", f"profile-{private.pk}", case_set=case.case_set_id),
     )
@@ -274,7 +270,7 @@ async def test_a_conversations_last_turn_becomes_a_case_of_its_own_set() -> None
 def test_a_conversation_without_a_reply_has_no_last_turn_to_compare() -> None:
     ada = make.user("ada")
     empty = make.new_conversation(ada, "Nothing yet")
-    response = logged_in(ada).post(
+    response = make.logged_in(ada).post(
         reverse("chat:evals:compare"), targets("default", "default", conversation=empty.pk)
     )
     assert response.status_code == 422

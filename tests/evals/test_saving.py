@@ -25,12 +25,6 @@ SEARCH = 'search_cards({"query": "search the cards for pills"})'
 TIME = {"tool_calls": [{"name": "get_current_time", "arguments": {"timezone": "UTC"}}]}
 
 
-def logged_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 @pytest.fixture
 def made() -> Conversation:
     """Ada's conversation: the scripted model searched the cards for pills, then answered."""
@@ -97,7 +91,7 @@ def bad_mark(conversation: Conversation, author: Any, **fields: Any) -> Annotati
 def test_the_form_of_a_reply_offers_three_choices_and_defaults_to_the_stored_one(
     made: Conversation,
 ) -> None:
-    response = logged_in(made.owner).get(reply_url(made), **HTMX)
+    response = make.logged_in(made.owner).get(reply_url(made), **HTMX)
     assert response.status_code == 200
     html = response.content.decode()
     assert choices(html) == {
@@ -116,7 +110,7 @@ def test_an_annotation_with_an_expected_call_adds_the_fourth(made: Conversation)
     bob = make.user("bob")
     bad_mark(made, bob, expected={"tool": "get_current_time", "arguments": {"timezone": "UTC"}})
     for url in (reply_url(made), call_url(made)):
-        html = logged_in(made.owner).get(url, **HTMX).content.decode()
+        html = make.logged_in(made.owner).get(url, **HTMX).content.decode()
         assert choices(html)["annotation"] == (
             'What the annotations say: get_current_time({"timezone": "UTC"}) '
             f"(bob{APOS}s Bad mark)"
@@ -132,14 +126,14 @@ def test_the_viewers_own_annotation_comes_first_else_the_newest(made: Conversati
     bad_mark(made, carol, expected={"tool": "get_current_time", "arguments": {}})
     assert (
         f"(ada{APOS}s Bad mark)"
-        in choices(logged_in(ada).get(call_url(made)).content.decode())["annotation"]
+        in choices(make.logged_in(ada).get(call_url(made)).content.decode())["annotation"]
     )
     dave = make.user("dave")
     made.shared = True
     made.save()
     assert (
         f"(carol{APOS}s Bad mark)"
-        in choices(logged_in(dave).get(call_url(made)).content.decode())["annotation"]
+        in choices(make.logged_in(dave).get(call_url(made)).content.decode())["annotation"]
     )
 
 
@@ -147,7 +141,7 @@ def test_a_mark_without_an_expected_call_is_offered_only_from_its_own_button(
     made: Conversation,
 ) -> None:
     mark = bad_mark(made, made.owner)
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
     assert "annotation" not in choices(ada.get(call_url(made)).content.decode())
     html = ada.get(call_url(made, mark), **HTMX).content.decode()
     assert "annotation" in choices(html)
@@ -158,13 +152,13 @@ def test_a_mark_without_an_expected_call_is_offered_only_from_its_own_button(
 
 def test_opened_from_an_annotation_it_follows_that_annotation(made: Conversation) -> None:
     mark = bad_mark(made, make.user("bob"), expected={"tool": "get_current_time", "arguments": {}})
-    html = logged_in(made.owner).get(call_url(made, mark), **HTMX).content.decode()
+    html = make.logged_in(made.owner).get(call_url(made, mark), **HTMX).content.decode()
     assert checked(html) == "annotation"
     assert f'id="case-set-call-{call_of(made).pk}-note-{mark.pk}"' in html
 
 
 def test_the_set_name_defaults_to_the_last_one_used(made: Conversation) -> None:
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
     CaseSet.objects.create(name="regressions")
     assert ada.post(reply_url(made), form(set_name="cards"), **HTMX).status_code == 200
     html = ada.get(reply_url(made)).content.decode()
@@ -176,7 +170,9 @@ def test_the_set_name_defaults_to_the_last_one_used(made: Conversation) -> None:
 
 
 def test_the_stored_decision(made: Conversation) -> None:
-    response = logged_in(made.owner).post(reply_url(made), form(title="Pills", note="kept"), **HTMX)
+    response = make.logged_in(made.owner).post(
+        reply_url(made), form(title="Pills", note="kept"), **HTMX
+    )
     assert response.status_code == 200
     case = Case.objects.get()
     assert (case.expected, case.source, case.at_message) == (
@@ -222,7 +218,7 @@ def test_what_the_annotation_says(made: Conversation) -> None:
     mark = bad_mark(
         made, made.owner, expected={"tool": "get_current_time", "arguments": {"timezone": "UTC"}}
     )
-    response = logged_in(made.owner).post(
+    response = make.logged_in(made.owner).post(
         call_url(made, mark), form(expect="annotation", annotation=str(mark.pk)), **HTMX
     )
     assert response.status_code == 200
@@ -231,13 +227,13 @@ def test_what_the_annotation_says(made: Conversation) -> None:
 
 
 def test_no_tool(made: Conversation) -> None:
-    logged_in(made.owner).post(call_url(made), form(expect="no_tool"), **HTMX)
+    make.logged_in(made.owner).post(call_url(made), form(expect="no_tool"), **HTMX)
     case = Case.objects.get()
     assert (case.expected, case.source) == ({"no_tool": True}, "given")
 
 
 def test_another_call(made: Conversation) -> None:
-    logged_in(made.owner).post(
+    make.logged_in(made.owner).post(
         reply_url(made),
         form(expect="other", tool=" get_current_time ", arguments='{"timezone": "UTC"}'),
         **HTMX,
@@ -247,7 +243,7 @@ def test_another_call(made: Conversation) -> None:
 
 
 def test_the_fields_of_another_call_are_ignored_for_the_other_choices(made: Conversation) -> None:
-    logged_in(made.owner).post(
+    make.logged_in(made.owner).post(
         reply_url(made), form(expect="no_tool", tool="x", arguments="{bad"), **HTMX
     )
     assert Case.objects.get().expected == {"no_tool": True}
@@ -258,7 +254,7 @@ def test_the_fields_of_another_call_are_ignored_for_the_other_choices(made: Conv
 
 def test_bad_arguments_are_refused_and_kept(made: Conversation) -> None:
     typed = '{"timezone": "UTC",}'
-    response = logged_in(made.owner).post(
+    response = make.logged_in(made.owner).post(
         reply_url(made),
         form(expect="other", tool="get_current_time", arguments=typed, note="my note", title="T"),
         **HTMX,
@@ -290,7 +286,7 @@ def test_bad_arguments_are_refused_and_kept(made: Conversation) -> None:
     ],
 )
 def test_other_refusals(made: Conversation, fields: dict[str, str], line: str) -> None:
-    response = logged_in(made.owner).post(reply_url(made), form(**fields), **HTMX)
+    response = make.logged_in(made.owner).post(reply_url(made), form(**fields), **HTMX)
     assert response.status_code == 422
     (said,) = alerts(response.content.decode())
     assert said.startswith(line)
@@ -301,7 +297,7 @@ def test_a_bad_mark_without_an_expected_call_is_refused_with_its_reason(
     made: Conversation,
 ) -> None:
     mark = bad_mark(made, made.owner, note="wrong")
-    response = logged_in(made.owner).post(
+    response = make.logged_in(made.owner).post(
         call_url(made, mark), form(expect="annotation", annotation=str(mark.pk), note="n"), **HTMX
     )
     assert response.status_code == 422
@@ -317,8 +313,8 @@ def test_a_reply_still_being_written_is_refused(made: Conversation) -> None:
     running = Run.objects.create(conversation=made, created_by=made.owner)
     url = reverse("chat:reply_case", args=[made.pk, running.pk])
     for response in (
-        logged_in(made.owner).get(url, **HTMX),
-        logged_in(made.owner).post(url, form(), **HTMX),
+        make.logged_in(made.owner).get(url, **HTMX),
+        make.logged_in(made.owner).post(url, form(), **HTMX),
     ):
         assert response.status_code == 409
         assert alerts(response.content.decode()) == [saving.STILL_RUNNING]
@@ -326,7 +322,7 @@ def test_a_reply_still_being_written_is_refused(made: Conversation) -> None:
 
 
 def test_without_htmx_a_post_goes_back_to_the_page(made: Conversation) -> None:
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
     response = ada.post(reply_url(made), form())
     detail = reverse("chat:conversation_detail", args=[made.pk])
     assert (response.status_code, response["Location"]) == (
@@ -348,7 +344,7 @@ def test_a_reader_of_a_shared_conversation_saves_a_case_and_changes_nothing(
     made.save()
     before = list(made.messages.values_list("index", "role", "content"))
     bob = make.user("bob")
-    response = logged_in(bob).post(call_url(made), form(expect="no_tool"), **HTMX)
+    response = make.logged_in(bob).post(call_url(made), form(expect="no_tool"), **HTMX)
     assert response.status_code == 200
     case = Case.objects.get()
     assert (case.created_by, case.conversation) == (bob, made)
@@ -357,7 +353,7 @@ def test_a_reader_of_a_shared_conversation_saves_a_case_and_changes_nothing(
 
 
 def test_another_users_private_conversation_is_404(made: Conversation) -> None:
-    mallory = logged_in(make.user("mallory"))
+    mallory = make.logged_in(make.user("mallory"))
     for url in (reply_url(made), call_url(made)):
         assert mallory.get(url, **HTMX).status_code == 404
         assert mallory.post(url, form(), **HTMX).status_code == 404
@@ -367,9 +363,9 @@ def test_another_users_private_conversation_is_404(made: Conversation) -> None:
 def test_a_tool_call_is_reached_only_through_its_own_conversation(made: Conversation) -> None:
     mine = made_for.searched(make.user("mallory"), "Mine")
     url = reverse("chat:tool_call_case", args=[mine.pk, call_of(made).pk])
-    assert logged_in(mine.owner).post(url, form(), **HTMX).status_code == 404
+    assert make.logged_in(mine.owner).post(url, form(), **HTMX).status_code == 404
     url = reverse("chat:reply_case", args=[mine.pk, run_of(made).pk])
-    assert logged_in(mine.owner).post(url, form(), **HTMX).status_code == 404
+    assert make.logged_in(mine.owner).post(url, form(), **HTMX).status_code == 404
     assert not Case.objects.exists()
 
 
@@ -385,7 +381,7 @@ def test_login_is_required(made: Conversation) -> None:
 
 def test_every_finished_reply_and_tool_call_offers_save_as_case(made: Conversation) -> None:
     bad_mark(made, make.user("bob"), expected={"no_tool": True})
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
     page = ada.get(reverse("chat:conversation_detail", args=[made.pk])).content.decode()
     run = run_of(made)
     assert re.search(
@@ -406,7 +402,7 @@ def test_every_finished_reply_and_tool_call_offers_save_as_case(made: Conversati
 def test_a_hostile_title_set_and_note_are_escaped(made: Conversation) -> None:
     hostile = '<img src=x onerror=alert(1)>"><script>alert(2)</script>'
     made.messages.filter(index=0).update(content=hostile)
-    ada = logged_in(made.owner)
+    ada = make.logged_in(made.owner)
     html = ada.get(reply_url(made), **HTMX).content.decode()
     assert audit(html).problems == [] and "<script>alert" not in html and "<img" not in html
     response = ada.post(

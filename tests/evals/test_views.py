@@ -30,12 +30,6 @@ pytestmark = pytest.mark.django_db(transaction=True)
 SEARCH = 'search_cards({"query": "search the cards for pills"})'
 
 
-def logged_in(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
-
 async def alogged_in(user: Any) -> AsyncClient:
     client = AsyncClient()
     await client.aforce_login(user)
@@ -95,7 +89,7 @@ def test_every_page_requires_login(case: Case, ada: Any) -> None:
 
 def test_the_evaluations_page_shows_the_teams_sets_and_evaluations(case: Case, ada: Any) -> None:
     done = replay.evaluate([case], replay.target(), user=ada, case_set=case.case_set, repeat=2)
-    bob = logged_in(make.user("bob"))  # the team's: a teammate sees everything
+    bob = make.logged_in(make.user("bob"))  # the team's: a teammate sees everything
 
     response = bob.get(reverse("chat:evals:index"))
 
@@ -126,8 +120,8 @@ def test_a_set_page_links_a_source_conversation_only_for_who_may_read_it(
     url = reverse("chat:evals:set", args=[case.case_set_id])
     source = reverse("chat:conversation_detail", args=[case.conversation_id])
 
-    mine = logged_in(ada).get(url).content.decode()
-    theirs = logged_in(make.user("bob")).get(url).content.decode()
+    mine = make.logged_in(ada).get(url).content.decode()
+    theirs = make.logged_in(make.user("bob")).get(url).content.decode()
 
     for page in (mine, theirs):
         assert case.title in page and f'<code class="decision">{SEARCH}</code>' in htmllib.unescape(
@@ -156,7 +150,7 @@ def test_bad_input_is_one_clear_line_and_the_form_keeps_what_was_typed(
 ) -> None:
     typed = form_data(case, model="my-model", repeat=3, continue_loop="on") | overrides
 
-    response = logged_in(ada).post(reverse("chat:evals:index"), typed)
+    response = make.logged_in(ada).post(reverse("chat:evals:index"), typed)
 
     page = response.content.decode()
     assert response.status_code == 422
@@ -174,7 +168,7 @@ def test_a_set_without_cases_and_a_default_endpoint_without_a_model_are_refused(
 ) -> None:
     empty = Case.objects.get().case_set
     empty.cases.all().delete()
-    client = logged_in(ada)
+    client = make.logged_in(ada)
     refused = client.post(reverse("chat:evals:index"), form_data(case))
     assert alerts(refused.content.decode()) == ["The set “cards” has no cases to replay."]
 
@@ -195,7 +189,7 @@ def test_only_the_profiles_a_user_may_use_are_offered_and_accepted(case: Case, a
     shared = ProviderProfile.objects.create(
         name="Shared", base_url="http://127.0.0.1:9/v1", model="small", available_to_everyone=True
     )
-    client = logged_in(ada)
+    client = make.logged_in(ada)
 
     page = client.get(reverse("chat:evals:index")).content.decode()
     assert f'value="profile-{shared.pk}">Shared · small</option>' in page
@@ -207,7 +201,7 @@ def test_only_the_profiles_a_user_may_use_are_offered_and_accepted(case: Case, a
     assert alerts(refused.content.decode()) == [forms.NOT_USABLE]
     assert not EvalRun.objects.exists()
 
-    root = logged_in(make.user("root", is_staff=True, is_superuser=True))
+    root = make.logged_in(make.user("root", is_staff=True, is_superuser=True))
     assert f"profile-{private.pk}" in root.get(reverse("chat:evals:index")).content.decode()
 
 
@@ -272,7 +266,7 @@ def test_an_evaluation_in_progress_shows_every_attempt_waiting_and_its_socket(
     )
     url = reverse("chat:evals:run", args=[eval_run.pk])
 
-    page = logged_in(ada).get(url).content.decode()
+    page = make.logged_in(ada).get(url).content.decode()
     assert f'ws-connect="/ws/evals/runs/{eval_run.pk}/"' in page
     assert page.count("Waiting…") == 4  # the case's row, and each attempt folded under it
     assert page.count(f'id="slot-{eval_run.pk}-c{case.pk}-') == 3
@@ -280,7 +274,7 @@ def test_an_evaluation_in_progress_shows_every_attempt_waiting_and_its_socket(
     assert "<summary>3 attempts<" in page
     assert "0 / 3" in page and 'id="eval-stop"' in page
 
-    teammate = logged_in(make.user("bob"))
+    teammate = make.logged_in(make.user("bob"))
     shown = teammate.get(url).content.decode()
     assert "0 / 3" in shown and 'id="eval-stop"' not in shown
     assert teammate.post(reverse("chat:evals:run_stop", args=[eval_run.pk])).status_code == 403
@@ -305,7 +299,7 @@ async def test_stop_ends_an_evaluation_and_keeps_what_was_done() -> None:
 def test_what_cases_and_models_say_is_escaped(ada: Any) -> None:
     case = made_for.search_case(ada, set_name="<b>set</b>", title="<script>alert(1)</script>")
     done = replay.evaluate([case], replay.target(), user=ada, case_set=case.case_set)
-    client = logged_in(ada)
+    client = make.logged_in(ada)
     for url in [
         reverse("chat:evals:index"),
         reverse("chat:evals:set", args=[case.case_set_id]),
@@ -415,6 +409,6 @@ async def test_stop_reaches_an_evaluation_another_process_replays_through_the_ch
 
 
 def test_with_no_case_set_yet_the_page_says_how_to_make_one(ada: Any) -> None:
-    page = logged_in(ada).get(reverse("chat:evals:index")).content.decode()
+    page = make.logged_in(ada).get(reverse("chat:evals:index")).content.decode()
     assert "There is no case set yet" in page and 'id="run-form"' not in page
     assert "No evaluation has run yet." in page
