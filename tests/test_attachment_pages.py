@@ -18,10 +18,11 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import AsyncClient, Client
 from django.urls import reverse
 
-from chat import runs
+from chat import agents, runs
 from chat.models import Conversation, Message, ProviderProfile
 from chat.runs import tasks
 from chat.testing import factories as make
+from chat.testing.agents import default_agent_on
 from chat.testing.approvals import on_provider
 from chat.testing.openai_script import MODEL, text_turn
 from chat.testing.openai_server import FakeOpenAIServer
@@ -164,6 +165,28 @@ def test_the_composer_offers_attach_and_warns_of_a_model_that_takes_no_images(
     assert found is not None
     assert html.unescape(found.group(1)).startswith(f"The model {MODEL} takes no images")
     assert "remove {names} or choose another model" in html.unescape(found.group(1))
+
+
+def test_the_first_screen_warns_of_images_when_the_default_agent_takes_none(
+    client_in: Client, user: Any
+) -> None:
+    """The first screen has no conversation yet: the endpoint it warns of is the one the new
+    conversation would start with (the user's default agent's)."""
+    first_screen = reverse("chat:conversation_list")
+    assert "data-images-refused" not in client_in.get(first_screen).content.decode()
+
+    blind = ProviderProfile.objects.create(
+        name="blind", base_url="http://127.0.0.1:9/v1", model="text-only", accepts_images=False
+    )
+    default_agent_on(user, blind)
+    page = client_in.get(first_screen).content.decode()
+    assert "Welcome to Agent Lab" in page
+    found = re.search(r'data-images-refused="([^"]*)"', page)
+    assert found is not None
+    assert html.unescape(found.group(1)).startswith("The model text-only takes no images")
+
+    agents.choose_default(user=user, agent=None)  # the built-in Default: not known to refuse
+    assert "data-images-refused" not in client_in.get(first_screen).content.decode()
 
 
 async def test_the_first_screen_sends_its_files_with_the_first_message(user: Any) -> None:

@@ -10,9 +10,10 @@ from django import template
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 
+from chat import agents
 from chat.agent.messages import MAX_ATTACHMENTS
 from chat.models import Conversation, Message
-from chat.runs.providers import conversation_endpoint, images_refused
+from chat.runs.providers import Endpoint, conversation_endpoint, endpoint, images_refused
 from chat.transcripts import attachments as stored_files
 from chat.transcripts import files
 
@@ -66,18 +67,28 @@ def attached(message: Message | None, where: str = "") -> list[Shown]:
 
 
 @register.simple_tag
-def composer(conversation: Conversation | None = None) -> dict[str, Any]:
-    """The composer's attachment settings. On a conversation: its upload address, and the line
-    shown while it holds images for a model known to take none (the script names the images)."""
+def composer(conversation: Conversation | None = None, user: Any = None) -> dict[str, Any]:
+    """The composer's attachment settings. On a conversation: its upload address. On a
+    conversation, or on the first screen of `user` (whose new conversation starts from their
+    default agent): the line shown while it holds images for a model known to take none (the
+    script names the images)."""
     found: dict[str, Any] = {
         "max": MAX_ATTACHMENTS,
         "max_bytes": files.max_bytes(),
         "limit_text": files.size_text(files.max_bytes()),
         "accepted": files.ACCEPTED,
     }
+    target: Endpoint | None = None
     if conversation is not None and conversation.pk:
         found["upload_url"] = reverse("chat:attachment_upload", args=[conversation.pk])
         target = conversation_endpoint(conversation)
-        if target.takes_images is False:
-            found["images_refused"] = images_refused(target.label, [NAMES])
+    elif user is not None:
+        try:
+            chosen = agents.configuration(agents.default_version(user))
+        except agents.AgentRefused:
+            chosen = None  # the first message says why; nothing to warn of before it
+        if chosen is not None:
+            target = endpoint(chosen.profile, model=chosen.parameters.model)
+    if target is not None and target.takes_images is False:
+        found["images_refused"] = images_refused(target.label, [NAMES])
     return found

@@ -91,3 +91,14 @@ def support_with_suite(ada: User, local: ProviderProfile) -> Agent:
 
 def version_of(agent: Agent, number: int) -> AgentVersion:
     return agent.versions.select_related("agent", "profile").get(number=number)
+
+
+def default_agent_on(owner: User, profile: ProviderProfile) -> Agent:
+    """An agent on `profile`, chosen as `owner`'s default: their new conversations start with
+    it. The conversation it was made from is gone (its version keeps the settings), so `owner`
+    still sees the first screen."""
+    made = conversation_with(owner, profile)
+    agent = agents.create_agent(name=f"On {profile.name}", conversation=made, user=owner)
+    agents.choose_default(user=owner, agent=agent)
+    made.delete()
+    return agent

@@ -14,6 +14,7 @@ from playwright.sync_api import FilePayload, Page, expect
 
 from chat.models import Conversation, ProviderProfile
 from chat.testing import factories as make
+from chat.testing.agents import default_agent_on
 from chat.testing.approvals import on_provider
 from chat.testing.openai_server import FakeOpenAIServer
 from tests.attachments import files as made_files
@@ -179,6 +180,28 @@ def test_a_model_that_takes_no_images_holds_send_until_they_are_removed(
         expect(page.get_by_role("button", name="Send")).to_be_disabled()
 
     look(page, "attachments-no-images", warned)
+
+
+def test_the_first_screen_holds_images_for_a_default_agent_that_takes_none(
+    page: Page, live_server_url: str, login: Any
+) -> None:
+    blind = ProviderProfile.objects.create(
+        name="blind", base_url="http://127.0.0.1:9/v1", model="text-only", accepts_images=False
+    )
+    default_agent_on(login(), blind)
+    page.goto(live_server_url + "/")
+    expect(page.get_by_role("heading", name="Welcome to Agent Lab")).to_be_visible()
+    page.locator("#message").fill("What is in it?")
+    page.set_input_files("#attach-input", payloads(("chart.png", "image/png", made_files.png())))
+
+    warning = page.locator("#attach-warning")
+    expect(warning).to_contain_text("The model text-only takes no images")
+    expect(warning).to_contain_text("remove chart.png")
+    expect(page.get_by_role("button", name="Send")).to_be_disabled()
+    page.get_by_role("button", name="Remove chart.png").click()
+    expect(warning).to_be_hidden()
+    expect(page.get_by_role("button", name="Send")).to_be_enabled()
+    expect(page.locator("#message")).to_have_value("What is in it?")
 
 
 def test_the_first_screen_sends_its_files_with_the_form(
