@@ -9,7 +9,7 @@ from django.urls import reverse
 from chat.evals.annotations import implied_verdict
 from chat.models import NO_TOOL, Annotation, Conversation
 from chat.testing import factories as make
-from tests.test_annotations import HTMX, alerts, call_of, call_url, logged_in, made, pressed
+from tests.test_annotations import HTMX, alerts, call_of, call_url, made, pressed
 
 __all__ = ["made"]  # the fixture, used by name
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def save(conversation: Conversation, **fields: str) -> tuple[int, str]:
-    response = logged_in(conversation.owner).post(
+    response = make.logged_in(conversation.owner).post(
         call_url(conversation), {"action": "save", **fields}, **HTMX
     )
     return response.status_code, response.content.decode()
@@ -87,7 +87,7 @@ def test_implied_verdict_follows_the_evaluations_rule(made: Conversation) -> Non
 
 
 def test_the_form_says_what_save_does(made: Conversation) -> None:
-    html = logged_in(made.owner).get(call_url(made)).content.decode()
+    html = make.logged_in(made.owner).get(call_url(made)).content.decode()
     assert "(saved with your Good or Bad)" not in html
     assert "an expected call that differs from this one is saved as Bad" in html
 
@@ -100,7 +100,7 @@ def test_a_note_alone_reads_as_a_note_on_the_page_and_in_the_admin(made: Convers
     root = make.user("root", is_staff=True, is_superuser=True)
     mark = Annotation.objects.get()
     url = reverse("admin:chat_annotation_change", args=[mark.pk])
-    response = logged_in(root).post(url, {"verdict": "", "note": "Which zone, Tokyo?"})
+    response = make.logged_in(root).post(url, {"verdict": "", "note": "Which zone, Tokyo?"})
     assert response.status_code == 302
     mark.refresh_from_db()
     assert (mark.verdict, mark.note) == ("", "Which zone, Tokyo?")

@@ -12,7 +12,6 @@ from chat.evals import cases, replay, tables
 from chat.models import Case, EvalResult, EvalRun
 from chat.testing import evals as made_for
 from chat.testing import factories as make
-from tests.evals.test_views import logged_in
 from tests.test_security import audit
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -66,7 +65,7 @@ def test_one_row_per_case_with_its_attempts(ada: Any) -> None:
     assert "get_current_time({}) x1" in top.decided and "search_cards({}) x2" in top.decided
     assert (other.tally_text, other.missing, other.state) == ("1/3 passed", 2, "passed")
 
-    page = logged_in(ada).get(reverse("chat:evals:run", args=[eval_run.pk])).content.decode()
+    page = make.logged_in(ada).get(reverse("chat:evals:run", args=[eval_run.pk])).content.decode()
     assert page.count('<tbody id="case-') == 2 and page.count('class="eval-attempt"') == 6
     assert "2/3 passed" in page and "1/3 passed" in page and "2 to come" in page
     assert page.count(WRONG) == 2  # the case's reason, and its attempt's
@@ -79,7 +78,7 @@ def test_one_attempt_is_its_own_verdict_and_nothing_is_folded(ada: Any) -> None:
     done = replay.evaluate([case], replay.target(), user=ada, case_set=case.case_set)
     [row] = tables.table(done).rows
     assert not row.folded and row.single is not None and row.single.passed
-    page = logged_in(ada).get(reverse("chat:evals:run", args=[done.pk])).content.decode()
+    page = make.logged_in(ada).get(reverse("chat:evals:run", args=[done.pk])).content.decode()
     assert "eval-attempts" not in page and "Passed</span>" in page
     assert 'aria-label="Inspect the attempt at “search the cards for pills”"' in page
 
@@ -93,7 +92,7 @@ def test_an_answer_without_a_tool_is_shown_as_the_final_answer(ada: Any) -> None
 
     [row] = tables.table(done).rows
     assert row.single is not None and row.single.answer.startswith("You said: “hello there”")
-    page = logged_in(ada).get(reverse("chat:evals:run", args=[done.pk])).content.decode()
+    page = make.logged_in(ada).get(reverse("chat:evals:run", args=[done.pk])).content.decode()
     assert "<summary>Final answer</summary>" in page and "You said: “hello there”" in page
 
 
